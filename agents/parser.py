@@ -1,0 +1,44 @@
+"""Parser step (StormCrawler's JSoupParserBolt), called in-process by the fetcher.
+
+Turns a fetched page into DISCOVERED outlinks (canonical, depth + 1, with
+the metadata ``metadata.transfer`` passes on), honouring ``<base href>``,
+``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Why there is
+no parse topic: see :mod:`topology`.
+"""
+
+from __future__ import annotations
+
+from squall import metadata as md
+from squall.errors import InvalidURL
+from squall.http import FetchResult
+from squall.parse import is_parseable, parse_html
+from squall.records import StatusMessage
+from squall.robots_policy import product_token
+from squall.urls import NormalizerConfig, canonicalize
+from topology import settings
+
+NORMALIZER = NormalizerConfig.from_settings(settings)
+MIMETYPES = tuple(settings["parser.mimetypes"])
+TRANSFER = tuple(settings["metadata.transfer"])
+AGENT_TOKEN = product_token(settings["http.agent.name"])
+
+
+def outlinks(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]) -> list[StatusMessage]:
+    """DISCOVERED messages for the links of ``result`` (empty if not parseable or nofollow)."""
+    if not is_parseable(result.content_type, MIMETYPES):
+        return []
+    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
+    if parsed.nofollow:
+        return []
+    inherited = md.for_outlink(metadata, TRANSFER)
+    out: list[StatusMessage] = []
+    seen: set[str] = set()
+    for link in parsed.outlinks:
+        try:
+            url = canonicalize(link, NORMALIZER)
+        except InvalidURL:
+            continue  # mailto:, javascript:, malformed: not crawlable links
+        if url not in seen and url != result.url:
+            seen.add(url)
+            out.append(StatusMessage(url=url, depth=depth + 1, metadata=inherited))
+    return out

@@ -1,0 +1,37 @@
+"""Queue regulator (StormCrawler 3.7's QueueRegulatorBolt): signals topic → hosts table.
+
+The worker that owns a host's partition is the only one that applies its
+signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen);
+re-delivery is made harmless by :func:`squall.host_pacing.apply_signal`.
+"""
+
+from __future__ import annotations
+
+from agents.common import deadletter, load_host, save_host
+from agents.runtime import INFLIGHT_TIMEOUT_S, state
+from squall.backoff import BackoffConfig
+from squall.crawl_delay_policy import CrawlDelayConfig
+from squall.errors import MessageError
+from squall.host_pacing import apply_signal
+from squall.records import SignalMessage
+from topology import app, settings, signals_topic
+
+BACKOFF = BackoffConfig.from_settings(settings)
+CRAWL_DELAY = CrawlDelayConfig.from_settings(settings)
+
+
+@app.agent(signals_topic)
+async def regulator(stream):
+    async for event in stream.events():
+        try:
+            signal = SignalMessage.from_bytes(event.value)
+        except MessageError as exc:
+            await deadletter(event.value, exc)
+            continue
+        host = load_host(signal.key)
+        updated = apply_signal(host, signal, BACKOFF, CRAWL_DELAY)
+        if updated is not host:
+            save_host(updated)
+        index = state.index_for_key(signal.key)
+        if index is not None:
+            index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s))

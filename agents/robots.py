@@ -1,0 +1,87 @@
+"""robots.txt per origin for the fetcher: LRU → robots table → fetch (RFC 9309).
+
+The decisions (status handling, TTL, back-off, last good copy) are
+:mod:`squall.robots_policy`'s; this module only does the I/O: it fetches
+``/robots.txt`` following up to 5 redirects (RFC 9309 §2.3.1.2, other hosts
+included), caps the body, and stores the entry in the durable robots table
+(written inside the fetch event of the origin's partition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from squall.errors import FetchError, MessageError
+from squall.http import HttpFetcher
+from squall.robots_policy import RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules, decide
+from squall.urls import robots_url
+from topology import robots_table
+
+log = logging.getLogger("squall.robots")
+MAX_ROBOTS_REDIRECTS = 5  # RFC 9309 §2.3.1.2
+
+
+class RobotsService:
+    """Cached robots decisions of the origins this worker fetches (one per event loop)."""
+
+    def __init__(self, config: RobotsConfig, lru_size: int) -> None:
+        self.config = config
+        self.cache = RobotsCache(lru_size, config)
+        self._inflight: dict[str, asyncio.Future[tuple[RobotsEntry, RobotsRules]]] = {}
+
+    def cached(self, origin: str) -> tuple[RobotsEntry, RobotsRules] | None:
+        """The entry known for ``origin`` (LRU first, then the durable table), or None."""
+        hit = self.cache.get(origin)
+        if hit is not None:
+            return hit
+        raw = robots_table.get(origin.encode())
+        if raw is None:
+            return None
+        try:
+            entry = RobotsEntry.from_dict(raw)
+        except MessageError:
+            return None
+        return entry, self.cache.put(origin, entry)
+
+    async def refresh(self, origin: str, http: HttpFetcher) -> tuple[RobotsEntry, RobotsRules]:
+        """Fetch robots.txt of ``origin`` now (one fetch per origin at a time) and store the decision."""
+        running = self._inflight.get(origin)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[tuple[RobotsEntry, RobotsRules]] = asyncio.get_running_loop().create_future()
+        self._inflight[origin] = future
+        try:
+            previous = self.cached(origin)
+            outcome = await self._fetch(origin, http)
+            entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
+            if entry.permissive_fallback:
+                log.warning("squall: robots.txt of %s unreachable (status %s): allowing all "
+                            "(http.robots.5xx.allow is true)", origin, outcome.status)
+            robots_table[origin.encode()] = entry.to_dict()
+            result = entry, self.cache.put(origin, entry)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved
+            raise
+        finally:
+            del self._inflight[origin]
+
+    async def _fetch(self, origin: str, http: HttpFetcher) -> RobotsFetchOutcome:
+        url = robots_url(origin + "/")
+        for hop in range(MAX_ROBOTS_REDIRECTS + 1):
+            try:
+                result = await http.fetch(url)
+            except FetchError as exc:
+                log.info("squall: robots.txt %s failed: %s", url, exc)
+                return RobotsFetchOutcome(status=None, redirects=hop)
+            location = result.location
+            if 300 <= result.status < 400 and location and hop < MAX_ROBOTS_REDIRECTS:
+                url = location
+                continue
+            return RobotsFetchOutcome(status=result.status, body=result.body,
+                                      headers={k: v for k, v in result.headers}, redirects=hop)
+        return RobotsFetchOutcome(status=301, redirects=MAX_ROBOTS_REDIRECTS)

@@ -1,0 +1,62 @@
+"""Per-worker, in-memory state shared by the agents: caches of the tables, never the truth.
+
+The due indexes are rebuilt from the urls and hosts tables after every
+rebalance (restart included); losing them loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from squall.frontier import DueIndex, HostRecord
+from squall.partition import partition_for_key
+from squall.schedule import UrlRecord
+from topology import app, hosts_table, settings, ticks_topic, urls_table
+
+log = logging.getLogger("squall.runtime")
+PARTITIONS: int = settings["topology.partitions"]
+INFLIGHT_TIMEOUT_S: float = settings["frontier.inflight.timeout.secs"]
+
+
+class WorkerState:
+    """Due index per owned partition, and when a tick was last sent to each."""
+
+    def __init__(self) -> None:
+        self.indexes: dict[int, DueIndex] = {}
+        self.tick_sent_at: dict[int, float] = {}
+
+    def index_for_key(self, key: str) -> DueIndex | None:
+        return self.indexes.get(partition_for_key(key, PARTITIONS))
+
+    def rebuild(self, partitions: set[int]) -> None:
+        """Rebuild the due indexes of ``partitions`` from the tables (after recovery)."""
+        now = time.time()
+        self.indexes = {p: DueIndex() for p in partitions}
+        self.tick_sent_at = {}
+        in_flight: set[str] = set()
+        for _key, value in hosts_table.items():
+            host = HostRecord.from_dict(value)
+            index = self.index_for_key(host.key)
+            if index is not None:
+                index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now))
+                in_flight.update(u for u, t in host.in_flight.items() if now - t < INFLIGHT_TIMEOUT_S)
+        count = 0
+        for _key, value in urls_table.items():
+            rec = UrlRecord.from_dict(value)
+            index = self.index_for_key(rec.key)
+            if index is not None and rec.next_fetch_at_s is not None and rec.url not in in_flight:
+                index.push(rec.key, rec.url, rec.next_fetch_at_s, rec.priority)
+                count += 1
+        log.info("squall: due index rebuilt for partitions %s: %d URLs scheduled, %d in flight",
+                 sorted(partitions), count, len(in_flight))
+
+
+state = WorkerState()
+
+
+@app.on_rebalance_complete.connect
+async def _rebuild_after_recovery(sender, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+    actives = app.assignor.assigned_actives()
+    partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}
+    state.rebuild(partitions)

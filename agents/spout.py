@@ -1,0 +1,83 @@
+"""Spout (StormCrawler's URLFrontier spout): hands out due URLs of eligible hosts.
+
+A worker timer looks at the due index of each partition it owns and, when a
+host is due, sends one tick to that partition of the ticks topic; the spout
+agent then hands out inside that partition's event (Faust writes a table's
+changelog to the partition of the current event). A host is handed out at
+most ``frontier.max.urls.per.bucket`` URLs, only when now ≥ max(next
+eligible time, blocked-until) and nothing of it is in flight (seed 000;
+ARCHITECTURE.md invariant 2). The hand-out is recorded in the durable hosts
+table before the URLs are sent.
+"""
+
+from __future__ import annotations
+
+import time
+
+from agents.common import load_host, save_host
+from agents.runtime import INFLIGHT_TIMEOUT_S, state
+from squall.records import FetchMessage
+from squall.schedule import UrlRecord
+from topology import app, fetch_topic, settings, ticks_topic, urls_table
+
+PER_BUCKET: int = settings["frontier.max.urls.per.bucket"]
+TICK_S: float = settings["frontier.tick.interval.secs"]
+TICK_RESEND_S = 5.0  # a tick not answered in this long is sent again
+
+
+@app.agent(ticks_topic)
+async def spout(stream):
+    async for event in stream.events():
+        partition = event.message.partition
+        state.tick_sent_at.pop(partition, None)
+        for msg in hand_out(partition, time.time()):
+            await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
+
+
+def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
+    """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
+    index = state.indexes.get(partition)
+    if index is None:
+        return []
+    out: list[FetchMessage] = []
+    for key, urls in index.pop_due(now_s, PER_BUCKET):
+        host = load_host(key)
+        eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s)
+        records = [r for r in (_record(u) for u in urls) if r is not None and r.next_fetch_at_s is not None]
+        if eligible_at > now_s:  # the durable record says not yet: put the URLs back
+            for r in records:
+                index.push(key, r.url, r.next_fetch_at_s, r.priority)
+            index.set_host_ready(key, eligible_at)
+            continue
+        due = [r for r in records if r.next_fetch_at_s <= now_s]
+        for r in records:
+            if r.next_fetch_at_s > now_s:
+                index.push(key, r.url, r.next_fetch_at_s, r.priority)
+        if not due:
+            index.set_host_ready(key, eligible_at)
+            continue
+        save_host(host.with_handout([r.url for r in due], now_s))
+        out.extend(FetchMessage(url=r.url, key=key, depth=r.depth, metadata=r.metadata, attempt=r.attempts,
+                                handed_out_at_s=now_s, etag=r.etag, last_modified=r.last_modified, chain=r.chain)
+                   for r in due)
+    return out
+
+
+def _record(url: str) -> UrlRecord | None:
+    raw = urls_table.get(url.encode())
+    return None if raw is None else UrlRecord.from_dict(raw)
+
+
+@app.timer(TICK_S)
+async def send_ticks() -> None:
+    """Send a tick to each owned partition whose due index has a host due now."""
+    now = time.time()
+    for partition, index in list(state.indexes.items()):
+        due = index.next_due_s()
+        if due is None or due > now:
+            continue
+        sent = state.tick_sent_at.get(partition)
+        if sent is not None and now - sent < TICK_RESEND_S:
+            continue
+        state.tick_sent_at[partition] = now
+        await ticks_topic.send(key=b"tick", value=b"", partition=partition)

@@ -1,0 +1,59 @@
+"""Typed exceptions of squall, in one place.
+
+Hierarchy::
+
+    SquallError
+    ├── ConfigError            bad or contradictory configuration (names the key)
+    ├── InvalidURL             a URL that cannot be crawled (carries a reason)
+    ├── MessageError           a Kafka message that cannot be decoded
+    ├── KafkaSetupError        the local broker could not be resolved/started
+    └── FetchError             a fetch that failed (carries a FetchFailure reason)
+        └── BlockedAddress     the resolved address is not allowed (SSRF guard)
+
+aiohttp and Kafka client errors are translated into these at one boundary
+(squall.http for fetching, squall.kafka_local for the broker).
+"""
+
+from __future__ import annotations
+
+
+class SquallError(Exception):
+    """Base class of every error squall raises on purpose."""
+
+
+class ConfigError(SquallError):
+    """Configuration is invalid; ``key`` names the offending key (or None)."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class InvalidURL(SquallError):
+    """A URL that cannot be crawled; ``reason`` is a short machine-readable code."""
+
+    def __init__(self, reason: str, url: str = "") -> None:
+        self.reason = reason
+        self.url = url
+        super().__init__(f"{reason}: {url!r}")
+
+
+class MessageError(SquallError):
+    """A Kafka message whose bytes are not a valid squall message."""
+
+
+class KafkaSetupError(SquallError):
+    """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class FetchError(SquallError):
+    """A fetch that failed; ``reason`` is a ``squall.records.Reason`` value."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class BlockedAddress(FetchError):
+    """The host resolved to an address outside the allowed networks (SSRF guard)."""

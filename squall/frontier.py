@@ -1,0 +1,193 @@
+"""The spout's view of the frontier: host records and the index of due URLs.
+
+Two parts, both pure:
+
+* :class:`HostRecord` — the value of the hosts table (key: partition key):
+  when the host may get its next hand-out (``next_fetch_at_s``,
+  ``blocked_until_s``), what is in flight, the queue regulator's state
+  (forwarded robots delay, back-off) and per-reason rejection counts.
+* :class:`DueIndex` — an in-memory index, one per Kafka partition, of the
+  URLs waiting in each host's queue (a heap per host ordered by next fetch
+  time, then priority) and of the hosts ordered by when they become eligible
+  (a heap of tickets with lazy invalidation). Taking the next due host costs
+  O(log n) in the number of hosts and URLs; nothing scans every stored URL.
+  The index is a cache: it is rebuilt from the urls and hosts tables when a
+  partition is assigned (restart, rebalance).
+
+Eligibility (ARCHITECTURE.md invariant 2, seed 000): a host gets a hand-out
+only when ``now ≥ max(next_fetch_at_s, blocked_until_s)`` and nothing of it is
+in flight; it then gets at most ``frontier.max.urls.per.bucket`` URLs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """State of one queue (host, or domain per ``partition.url.mode``). Times: Unix seconds.
+
+    ``in_flight`` maps each handed-out URL to its hand-out time; ``seen_fetch_ids``
+    keeps the last signals applied (re-delivery is idempotent);
+    ``crawl_delay`` is the CrawlDelayPolicy state (seed 000) and ``backoff``
+    the HostBackoff state (seed 002) as dicts; ``rejected`` counts policy
+    rejections of URLs of this host per :class:`squall.records.Reason` value.
+    """
+
+    key: str
+    seeded: bool = False
+    next_fetch_at_s: float = 0.0
+    blocked_until_s: float = 0.0
+    in_flight: dict[str, float] = field(default_factory=dict)
+    url_count: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    seen_fetch_ids: list[str] = field(default_factory=list)
+    crawl_delay: dict[str, Any] | None = None
+    backoff: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HostRecord":
+        return cls(**dict(d))
+
+    def eligible_at_s(self, inflight_timeout_s: float, now_s: float) -> float:
+        """When the host may get its next hand-out (INF while something is in flight).
+
+        A URL in flight for longer than ``inflight_timeout_s`` no longer holds
+        the host (its result was lost or is very late; it is handed out again).
+        """
+        live = [t for t in self.in_flight.values() if now_s - t < inflight_timeout_s]
+        if live:
+            return min(live) + inflight_timeout_s
+        return max(self.next_fetch_at_s, self.blocked_until_s)
+
+    def with_rejection(self, reason: str) -> "HostRecord":
+        counts = dict(self.rejected)
+        counts[reason] = counts.get(reason, 0) + 1
+        return replace(self, rejected=counts)
+
+    def with_handout(self, urls: list[str], now_s: float) -> "HostRecord":
+        in_flight = dict(self.in_flight)
+        in_flight.update({u: now_s for u in urls})
+        return replace(self, in_flight=in_flight)
+
+
+class DueIndex:
+    """Index of the due URLs of the hosts of one partition (see module docstring).
+
+    Not thread-safe; used from one asyncio loop. URLs are identified by their
+    canonical string; pushing a URL already indexed replaces its due time.
+    """
+
+    def __init__(self) -> None:
+        self._urls: dict[str, list[tuple[float, int, int, str]]] = {}   # key -> heap(due, -prio, seq, url)
+        self._due_of: dict[str, tuple[float, str]] = {}                  # url -> (due, key): live entries
+        self._host_ready: dict[str, float] = {}                          # key -> eligible time (INF: not)
+        self._tickets: list[tuple[float, int, str]] = []                 # heap(time, seq, key)
+        self._ticket_of: dict[str, tuple[float, int]] = {}               # key -> live ticket
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._due_of)
+
+    def hosts(self) -> int:
+        return len(self._urls)
+
+    def push(self, key: str, url: str, due_s: float, priority: int = 0) -> None:
+        """Index ``url`` of queue ``key`` as due at ``due_s`` (replaces an earlier entry)."""
+        self._due_of[url] = (due_s, key)
+        heapq.heappush(self._urls.setdefault(key, []), (due_s, -priority, next(self._seq), url))
+        self._reschedule(key)
+
+    def remove(self, url: str) -> None:
+        """Forget ``url`` (lazy: its heap entry is skipped when reached)."""
+        entry = self._due_of.pop(url, None)
+        if entry is not None:
+            self._reschedule(entry[1])
+
+    def set_host_ready(self, key: str, eligible_at_s: float) -> None:
+        """Record when queue ``key`` may next get a hand-out (INF = not until told)."""
+        self._host_ready[key] = eligible_at_s
+        self._reschedule(key)
+
+    def next_due_s(self) -> float | None:
+        """Earliest time some host has a due URL and is eligible (None: nothing)."""
+        while self._tickets:
+            t, seq, key = self._tickets[0]
+            if self._ticket_of.get(key) == (t, seq):
+                return t
+            heapq.heappop(self._tickets)
+        return None
+
+    def pop_due(self, now_s: float, per_host: int, max_hosts: int | None = None) -> list[tuple[str, list[str]]]:
+        """Take up to ``per_host`` due URLs of each eligible host, in next-fetch-time order.
+
+        Returns ``[(key, [url, ...]), ...]``. A host that got URLs is marked not
+        eligible (INF) until :meth:`set_host_ready` is called again.
+        """
+        out: list[tuple[str, list[str]]] = []
+        while self._tickets and (max_hosts is None or len(out) < max_hosts):
+            t, seq, key = self._tickets[0]
+            if self._ticket_of.get(key) != (t, seq):
+                heapq.heappop(self._tickets)
+                continue
+            if t > now_s:
+                break
+            heapq.heappop(self._tickets)
+            del self._ticket_of[key]
+            urls = self._take_urls(key, now_s, per_host)
+            if urls:
+                out.append((key, urls))
+                self._host_ready[key] = INF
+            self._reschedule(key)
+        return out
+
+    def drop(self) -> None:
+        """Forget everything (the partition was revoked)."""
+        self.__init__()
+
+    # -- internals ---------------------------------------------------------------------
+    def _head(self, key: str) -> tuple[float, str] | None:
+        heap = self._urls.get(key)
+        while heap:
+            due, _, _, url = heap[0]
+            if self._due_of.get(url) == (due, key):
+                return due, url
+            heapq.heappop(heap)  # stale entry (removed or re-pushed)
+        if heap is not None:
+            del self._urls[key]
+        return None
+
+    def _take_urls(self, key: str, now_s: float, n: int) -> list[str]:
+        urls: list[str] = []
+        while len(urls) < n:
+            head = self._head(key)
+            if head is None or head[0] > now_s:
+                break
+            heapq.heappop(self._urls[key])
+            del self._due_of[head[1]]
+            urls.append(head[1])
+        return urls
+
+    def _reschedule(self, key: str) -> None:
+        head = self._head(key)
+        ready = self._host_ready.get(key, 0.0)
+        if head is None or ready == INF:
+            self._ticket_of.pop(key, None)
+            return
+        t = max(head[0], ready)
+        current = self._ticket_of.get(key)
+        if current is not None and current[0] == t:
+            return
+        seq = next(self._seq)
+        self._ticket_of[key] = (t, seq)
+        heapq.heappush(self._tickets, (t, seq, key))

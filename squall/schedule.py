@@ -1,0 +1,157 @@
+"""URL records and the one transition function of URL status (StormCrawler's DefaultScheduler).
+
+A :class:`UrlRecord` is the value of the urls table (key: canonical URL). The
+status updater calls :func:`apply` for every message of the status topic; the
+function is pure and idempotent: applying the same message twice gives the
+same record (re-delivery is normal under at-least-once, ARCHITECTURE.md
+invariant 3).
+
+Rules (seed 003: transient vs permanent failures; StormCrawler keys):
+
+* DISCOVERED for an unknown URL creates the record, due now. For a known URL
+  it changes nothing (deduplication is exact on the canonical URL).
+* A fetcher result (``fetched_at_s`` set) updates the record once: a message
+  whose ``fetched_at_s`` is not newer than the record's ``last_fetch_at_s``
+  is a re-delivery and changes nothing.
+* FETCHED / REDIRECTION: next fetch after ``fetchInterval.default`` minutes.
+* FETCH_ERROR: counted; retried after ``fetchInterval.fetch.error`` minutes,
+  doubled for each further error; at ``max.fetch.errors`` the URL becomes
+  ERROR ``fetch.too_many_errors``. A rate-limited answer (429/503) is
+  rescheduled at its Retry-After/back-off time and is *not* counted as a
+  fetch failure (only its attempt count grows).
+* ERROR: next fetch after ``fetchInterval.error`` minutes (-1: never).
+* DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
+  ``retry_after_s``" (robots.txt unavailable: the host waits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from squall.records import Reason, Status, StatusMessage
+
+SEED_PRIORITY = 1
+DISCOVERED_PRIORITY = 0
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Revisit and retry rules; intervals in SECONDS (converted from StormCrawler's minutes)."""
+
+    default_interval_s: float | None      # fetchInterval.default; None = never revisit
+    fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
+    error_interval_s: float | None        # fetchInterval.error; None = never
+    max_fetch_errors: int                 # max.fetch.errors
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
+        def minutes(key: str) -> float | None:
+            value = settings[key]
+            return None if value < 0 else float(value) * 60.0
+
+        return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
+                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]))
+
+
+@dataclass(frozen=True)
+class UrlRecord:
+    """One URL of the frontier (value of the urls table).
+
+    Times are Unix seconds; ``next_fetch_at_s`` None means never again.
+    ``attempts`` counts requests made for this URL, ``fetch_errors`` the
+    consecutive transient failures. ``chain`` is the redirect chain that led
+    here (oldest first).
+    """
+
+    url: str
+    key: str
+    status: Status = Status.DISCOVERED
+    depth: int = 0
+    priority: int = DISCOVERED_PRIORITY
+    attempts: int = 0
+    fetch_errors: int = 0
+    next_fetch_at_s: float | None = None
+    last_fetch_at_s: float | None = None
+    discovered_at_s: float = 0.0
+    reason: str | None = None
+    http_status: int | None = None
+    redirect_to: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    metadata: dict[str, list[str]] = field(default_factory=dict)
+    chain: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "UrlRecord":
+        d = dict(d)
+        d["status"] = Status(d["status"])
+        return cls(**d)
+
+    @property
+    def pending(self) -> bool:
+        """True while the URL waits for a (first or repeated) fetch attempt."""
+        return self.status in (Status.DISCOVERED, Status.FETCH_ERROR) and self.next_fetch_at_s is not None
+
+
+def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata: dict[str, list[str]]) -> UrlRecord:
+    """The record of a newly discovered URL, due at once (seeds get a higher priority)."""
+    priority = msg.priority if msg.priority is not None else (SEED_PRIORITY if msg.seed else DISCOVERED_PRIORITY)
+    return UrlRecord(url=url, key=key, depth=msg.depth, priority=priority, next_fetch_at_s=now_s,
+                     discovered_at_s=now_s, metadata=metadata, chain=list(msg.chain))
+
+
+def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
+          metadata: dict[str, list[str]] | None = None) -> UrlRecord:
+    """Apply one fetcher result to ``record``; returns ``record`` itself when nothing changes.
+
+    ``metadata`` is the record's metadata after ``metadata.persist`` was
+    applied (None keeps it). Plain DISCOVERED messages for a known URL return
+    ``record`` unchanged.
+    """
+    at = msg.fetched_at_s
+    if at is None:
+        return record  # a rediscovery: exact dedup on the canonical URL
+    if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
+        return record  # re-delivery of a result already applied
+    meta = record.metadata if metadata is None else metadata
+    base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta)
+    if msg.status is Status.DISCOVERED:  # not attempted (robots.txt unavailable): wait and try again
+        return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
+    attempts = record.attempts + 1
+    if msg.status is Status.FETCHED:
+        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0,
+                       next_fetch_at_s=_after(at, config.default_interval_s),
+                       etag=msg.etag or (record.etag if msg.not_modified else None),
+                       last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
+    if msg.status is Status.REDIRECTION:
+        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0,
+                       redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
+    if msg.status is Status.FETCH_ERROR:
+        if msg.reason == Reason.HTTP_RATE_LIMITED.value:
+            # a rate signal, not a failure of this URL: reschedule, count the attempt only
+            return replace(base, status=Status.DISCOVERED if record.status is Status.DISCOVERED else record.status,
+                           attempts=attempts, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+        errors = record.fetch_errors + 1
+        if errors >= config.max_fetch_errors:
+            return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,
+                           reason=Reason.FETCH_TOO_MANY_ERRORS.value,
+                           next_fetch_at_s=_after(at, config.error_interval_s))
+        interval = None if config.fetch_error_interval_s is None else config.fetch_error_interval_s * 2 ** (errors - 1)
+        next_at = _after(at, interval)
+        if msg.retry_after_s is not None and next_at is not None:
+            next_at = max(next_at, msg.retry_after_s)
+        return replace(base, status=Status.FETCH_ERROR, attempts=attempts, fetch_errors=errors, next_fetch_at_s=next_at)
+    # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
+    counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
+    return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+
+
+def _after(at_s: float, interval_s: float | None) -> float | None:
+    return None if interval_s is None else at_s + interval_s

@@ -1,0 +1,193 @@
+"""Scope and crawl-trap guards: which canonical URLs may enter the frontier (seed 002 a–d).
+
+A URL is admitted when its host is in scope, it passes the include/exclude
+regular expressions, and none of the trap guards fires: depth from the seed
+(seed 002 b), URLs already known for its host (seed 002 c), number of query
+parameters and repeated path segments (infinite URL spaces, seed 002
+refinement 6). Normalization (seed 002 a) is :mod:`squall.urls`; redirect
+loops (seed 002 d) are the fetcher's. Checks are pure: the caller supplies
+the depth, whether the host was seeded and the host's URL count.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from squall.errors import ConfigError
+from squall.partition import is_public_suffix
+from squall.records import Reason
+
+MAX_SEGMENT_SEQUENCE = 3   # longest segment sequence looked for: /a/, /a/b/, /a/b/c/ repeated
+
+
+@dataclass(frozen=True)
+class ScopeConfig:
+    """Scope and trap limits; ``-1`` means unlimited for depth, host cap and query parameters.
+
+    ``hosts_allow`` are exact host names, ``domains_allow`` domains whose
+    every host is in scope (both lower case, punycode, no trailing dot; both
+    empty = the seeds' hosts only); ``schemes`` lower-case scheme names;
+    ``include`` (empty = all) / ``exclude`` are searched anywhere in the URL;
+    ``max_depth`` in hops from the seed; ``max_urls_per_host`` in URLs known
+    for the host; ``max_query_params`` in ``&``-separated parameters;
+    ``max_repeated_segments`` in consecutive copies of one path segment
+    sequence.
+    """
+
+    hosts_allow: frozenset[str]
+    domains_allow: frozenset[str]
+    schemes: frozenset[str]
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...]
+    max_depth: int
+    max_urls_per_host: int
+    max_query_params: int
+    max_repeated_segments: int
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ScopeConfig":
+        """Build from the ``urlfilters.*`` keys and ``frontier.max.urls.per.host``.
+
+        Raises:
+            ConfigError: naming the key, for a regular expression that does
+                not compile, a domain that is a public suffix (``co.uk`` would
+                admit a whole country), a limit below -1, or
+                ``urlfilters.max.repeated.segments`` below 1.
+        """
+        domains = frozenset(_host_name(d) for d in settings["urlfilters.domains.allow"])
+        for domain in sorted(domains):
+            if is_public_suffix(domain):
+                raise ConfigError("urlfilters.domains.allow", f"{domain!r} is a public suffix, not a domain")
+        limits = {}
+        for key in ("urlfilters.max.depth", "frontier.max.urls.per.host", "urlfilters.max.query.params"):
+            limits[key] = int(settings[key])
+            if limits[key] < -1:
+                raise ConfigError(key, f"must be -1 (unlimited) or at least 0, got {limits[key]}")
+        repeated = int(settings["urlfilters.max.repeated.segments"])
+        if repeated < 1:
+            raise ConfigError("urlfilters.max.repeated.segments", f"must be at least 1, got {repeated}")
+        return cls(
+            hosts_allow=frozenset(_host_name(h) for h in settings["urlfilters.hosts.allow"]),
+            domains_allow=domains,
+            schemes=frozenset(str(s).lower() for s in settings["urlfilters.schemes"]),
+            include=_patterns(settings, "urlfilters.regex.include"),
+            exclude=_patterns(settings, "urlfilters.regex.exclude"),
+            max_depth=limits["urlfilters.max.depth"],
+            max_urls_per_host=limits["frontier.max.urls.per.host"],
+            max_query_params=limits["urlfilters.max.query.params"],
+            max_repeated_segments=repeated,
+        )
+
+
+def _host_name(name: Any) -> str:
+    """A configured host or domain as canonical URLs spell it: lower case, punycode, no trailing dot."""
+    text = str(name).strip().lower().rstrip(".")
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text.isascii():
+        try:
+            text = text.encode("idna").decode("ascii")   # the same IDNA codec w3lib uses
+        except UnicodeError:
+            pass
+    return text
+
+
+def _patterns(settings: Mapping[str, Any], key: str) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in settings[key]:
+        try:
+            compiled.append(re.compile(str(pattern)))
+        except re.error as exc:
+            raise ConfigError(key, f"bad regular expression {pattern!r}: {exc}") from None
+    return tuple(compiled)
+
+
+def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, config: ScopeConfig) -> Reason | None:
+    """Why a canonical ``url`` is refused, or ``None`` when it is admitted.
+
+    ``depth`` is hops from the seed (0 for a seed); ``host_seeded`` says a
+    seed had this host (the scope when both allow lists are empty);
+    ``host_url_count`` is how many URLs of this host the frontier already
+    holds. Checks run cheapest and most permanent first, the host cap last.
+
+    Returns:
+        ``URL_SCHEME`` / ``URL_HOST`` for a URL that is not canonical http(s)
+        with a host; ``SCOPE_HOST``; ``SCOPE_REGEX``; ``TRAP_DEPTH`` when
+        ``depth > max_depth``; ``TRAP_QUERY_PARAMS`` when the query has more
+        than ``max_query_params`` parameters; ``TRAP_REPEATED_SEGMENTS`` (see
+        :func:`repeated_segments`); ``TRAP_HOST_CAP`` when ``host_url_count >=
+        max_urls_per_host``. Never raises for a bad URL.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST
+    if parts.scheme.lower() not in config.schemes:
+        return Reason.URL_SCHEME
+    if not host:
+        return Reason.URL_HOST
+    if not _host_in_scope(host, host_seeded, config):
+        return Reason.SCOPE_HOST
+    if config.include and not any(p.search(url) for p in config.include):
+        return Reason.SCOPE_REGEX
+    if any(p.search(url) for p in config.exclude):
+        return Reason.SCOPE_REGEX
+    if config.max_depth != -1 and depth > config.max_depth:
+        return Reason.TRAP_DEPTH
+    if config.max_query_params != -1 and _query_params(parts.query) > config.max_query_params:
+        return Reason.TRAP_QUERY_PARAMS
+    if repeated_segments(parts.path) > config.max_repeated_segments:
+        return Reason.TRAP_REPEATED_SEGMENTS
+    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
+        return Reason.TRAP_HOST_CAP
+    return None
+
+
+def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:
+    """Host allowed by name, by a domain above it, or (no allow lists) by having been seeded."""
+    if not config.hosts_allow and not config.domains_allow:
+        return host_seeded
+    host = host.rstrip(".")
+    if host in config.hosts_allow:
+        return True
+    if not config.domains_allow or _is_ip(host):
+        return False
+    labels = host.split(".")
+    # "a.b.example.com" is below any of "a.b.example.com", "b.example.com", "example.com", "com"
+    return any(".".join(labels[i:]) in config.domains_allow for i in range(len(labels)))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _query_params(query: str) -> int:
+    return sum(1 for pair in query.split("&") if pair)
+
+
+def repeated_segments(path: str) -> int:
+    """Most consecutive copies of one path segment sequence of 1 to 3 segments.
+
+    ``/a/b/a/b/a/b/a/b`` → 4 (``a/b`` four times); ``/a/a/a`` → 3;
+    ``/x/y/z`` → 1; ``/`` → 1. Linear in the number of segments: a run of
+    ``c`` copies of a length-``k`` sequence is ``(c - 1) * k`` consecutive
+    positions where segment ``i`` equals segment ``i + k``.
+    """
+    segments = path.lstrip("/").split("/")
+    most = 1
+    for k in range(1, MAX_SEGMENT_SEQUENCE + 1):
+        run = 0
+        for i in range(len(segments) - k):
+            run = run + 1 if segments[i] == segments[i + k] else 0
+            most = max(most, run // k + 1)
+    return most

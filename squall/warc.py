@@ -1,0 +1,249 @@
+"""WARC output: one gzip WARC file at a time, a request and a response record per fetch.
+
+Files are named ``<prefix>-<UTC yyyymmddHHMMSS>-<serial, 5 digits>.warc.gz``
+(the timestamp is when the file was opened; the serial counts files of this
+writer from 00000 and is bumped past any name that already exists). Each file
+starts with a ``warcinfo`` record. Records are written with warcio's
+``WARCWriter(gzip=True)``, one gzip member per record (WARC/1.1 Annex D).
+
+The stored body is the *decoded* body the fetcher kept, so the HTTP headers in
+the response record are rewritten to match it (ISO 28500 §6.3.2 asks for the
+payload "as received"; squall stores it after content decoding, like
+StormCrawler's WARC module): ``Content-Encoding``, ``Transfer-Encoding`` and
+``Content-Length`` are replaced by ``X-Squall-Original-<Name>`` and a
+``Content-Length`` of the stored body is set.
+
+Synchronous and thread-safe: an agent calls it through ``asyncio.to_thread``.
+Config keys: ``warc.dir``, ``warc.max.size``.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from http import HTTPStatus
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+__all__ = ["WarcWriter", "ORIGINAL_HEADER_PREFIX"]
+
+ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
+# Headers describing the bytes on the wire, not the decoded body that is stored.
+_WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
+_SOFTWARE = "squall/0.1 (warcio)"
+
+
+class WarcWriter:
+    """Writes fetches into rotating gzip WARC files in ``directory``.
+
+    ``max_size_bytes``: a file is closed once its size (compressed bytes) is
+    at least this many; the next fetch opens a new one. 0 or negative = never
+    rotate. ``warc_version``: ``"1.1"`` (default) or ``"1.0"``. ``clock``
+    returns Unix seconds; it names the files (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        max_size_bytes: int,
+        *,
+        warc_version: str = "1.1",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if warc_version not in ("1.0", "1.1"):
+            raise ValueError(f"warc_version must be '1.0' or '1.1', not {warc_version!r}")
+        self.directory = Path(directory)
+        self.prefix = prefix
+        self.max_size_bytes = max_size_bytes
+        self.warc_version = warc_version
+        self._clock = clock
+        self._serial = 0
+        self._paths: list[Path] = []
+        self._file: io.BufferedWriter | None = None
+        self._writer: WARCWriter | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every file this writer opened, oldest first (the last one may still be open)."""
+        return tuple(self._paths)
+
+    @property
+    def current_path(self) -> Path | None:
+        """The file the next fetch goes to, or None if none is open."""
+        return self._paths[-1] if self._file is not None else None
+
+    def write_fetch(
+        self,
+        url: str,
+        *,
+        request_headers: list[tuple[str, str]],
+        status: int,
+        reason: str,
+        response_headers: list[tuple[str, str]],
+        body: bytes,
+        ip: str | None,
+        fetched_at_s: float,
+        truncated: bool,
+        http_version: str = "HTTP/1.1",
+        method: str = "GET",
+    ) -> Path:
+        """Write a ``response`` and a ``request`` record for one fetch; return the file written to.
+
+        ``body`` is the decoded (possibly truncated) body; ``truncated`` adds
+        ``WARC-Truncated: length``. ``ip`` becomes ``WARC-IP-Address`` (None
+        leaves it out). ``fetched_at_s`` (Unix seconds) is the ``WARC-Date`` of
+        both records, which point at each other with ``WARC-Concurrent-To``.
+
+        Raises:
+            ValueError: the writer was closed.
+            OSError: the file could not be created or written.
+        """
+        with self._lock:
+            if self._closed:
+                raise ValueError("WarcWriter is closed")
+            writer, path = self._open_if_needed()
+            date = _warc_date(fetched_at_s, micros=self.warc_version == "1.1")
+            req_id = writer._make_warc_id()
+            resp_id = writer._make_warc_id()
+
+            resp_warc = {"WARC-Record-ID": resp_id, "WARC-Date": date, "WARC-Concurrent-To": req_id}
+            if ip:
+                resp_warc["WARC-IP-Address"] = ip
+            if truncated:
+                resp_warc["WARC-Truncated"] = "length"
+            resp_http = StatusAndHeaders(
+                f"{int(status)} {_clean(reason) or _phrase(status)}",
+                _stored_response_headers(response_headers, len(body)),
+                protocol=_clean(http_version) or "HTTP/1.1",
+            )
+            response = writer.create_warc_record(
+                url, "response", payload=io.BytesIO(body), length=len(body),
+                warc_headers_dict=resp_warc, http_headers=resp_http,
+            )
+
+            # warcio's request line shape: protocol slot = method, status line = "target version"
+            req_http = StatusAndHeaders(
+                f"{_request_target(url)} {_clean(http_version) or 'HTTP/1.1'}",
+                _request_headers(url, request_headers),
+                protocol=_clean(method) or "GET",
+            )
+            request = writer.create_warc_record(
+                url, "request", payload=io.BytesIO(b""), length=0,
+                warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": resp_id},
+                http_headers=req_http,
+            )
+            writer.write_record(response)
+            writer.write_record(request)
+            assert self._file is not None
+            self._file.flush()
+            if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
+                self._close_file()
+            return path
+
+    def close(self) -> None:
+        """Close the open file; further writes raise ValueError. Idempotent."""
+        with self._lock:
+            self._close_file()
+            self._closed = True
+
+    def __enter__(self) -> "WarcWriter":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ files
+
+    def _open_if_needed(self) -> tuple[WARCWriter, Path]:
+        if self._file is not None and self._writer is not None:
+            return self._writer, self._paths[-1]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromtimestamp(self._clock(), timezone.utc).strftime("%Y%m%d%H%M%S")
+        while True:
+            path = self.directory / f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
+            self._serial += 1
+            try:
+                self._file = open(path, "xb")  # "x": never clobber another worker's file
+                break
+            except FileExistsError:
+                continue
+        self._writer = WARCWriter(self._file, gzip=True, warc_version=self.warc_version)
+        self._paths.append(path)
+        info = {"software": _SOFTWARE, "hostname": socket.gethostname(),
+                "format": f"WARC File Format {self.warc_version}",
+                "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/"
+                              f"warc-{self.warc_version}/"}
+        self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
+        return self._writer, path
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+        self._writer = None
+
+
+# ---------------------------------------------------------------------- helpers
+
+def _warc_date(at_s: float, *, micros: bool) -> str:
+    dt = datetime.fromtimestamp(at_s, timezone.utc).replace(tzinfo=None)
+    return datetime_to_iso_date(dt, use_micros=micros)
+
+
+def _clean(value: str) -> str:
+    """A header name/value/status part without CR/LF, which would break the record framing."""
+    return " ".join(str(value).replace("\r", " ").replace("\n", " ").split())
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(int(status)).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _stored_response_headers(headers: list[tuple[str, str]], body_len: int) -> list[tuple[str, str]]:
+    """Response headers that describe the stored (decoded) body; wire headers kept as X-Squall-Original-*."""
+    out: list[tuple[str, str]] = []
+    originals: list[tuple[str, str]] = []
+    for name, value in headers:
+        name, value = _clean(name), _clean(value)
+        if not name:
+            continue
+        if name.lower() in _WIRE_HEADERS:
+            originals.append((ORIGINAL_HEADER_PREFIX + "-".join(p.capitalize() for p in name.split("-")), value))
+        else:
+            out.append((name, value))
+    return out + originals + [("Content-Length", str(body_len))]
+
+
+def _request_headers(url: str, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    out = [(_clean(k), _clean(v)) for k, v in headers if _clean(k)]
+    if not any(k.lower() == "host" for k, _ in out):
+        # HTTP/1.1 always sends Host (RFC 9112 §3.2); aiohttp adds it below our headers
+        out.insert(0, ("Host", urlsplit(url).netloc.rpartition("@")[2]))
+    return out
+
+
+def _request_target(url: str) -> str:
+    """Origin-form request target (RFC 9112 §3.2.1): path and query, never empty."""
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    return target.replace(" ", "%20")

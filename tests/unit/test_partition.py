@@ -1,0 +1,111 @@
+"""Partition keys and Kafka partitions (squall.partition)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+
+from squall import partition
+from squall.errors import ConfigError, InvalidURL
+from squall.partition import is_public_suffix, partition_for_key, partition_key, registered_domain, validate_mode
+
+KEYS = [
+    # (url, byHost, byDomain)
+    ("http://www.example.com/a", "www.example.com", "example.com"),
+    ("http://WWW.Example.COM:8080/a", "www.example.com", "example.com"),
+    ("https://a.b.example.com/", "a.b.example.com", "example.com"),
+    ("http://news.bbc.co.uk/", "news.bbc.co.uk", "bbc.co.uk"),
+    ("http://example.com./", "example.com", "example.com"),
+    ("http://192.0.2.1:8080/", "192.0.2.1", "192.0.2.1"),
+    ("http://[2001:db8::1]/", "2001:db8::1", "2001:db8::1"),
+    ("http://localhost:8000/", "localhost", "localhost"),
+    ("http://wiki.corp.internal/", "wiki.corp.internal", "wiki.corp.internal"),
+    ("http://xn--bcher-kva.example/", "xn--bcher-kva.example", "xn--bcher-kva.example"),
+    ("http://foo.blogspot.com/", "foo.blogspot.com", "blogspot.com"),   # ICANN suffixes only
+]
+
+
+@pytest.mark.parametrize(("url", "by_host", "by_domain"), KEYS)
+def test_partition_key_is_the_host_or_the_registered_domain(url: str, by_host: str, by_domain: str) -> None:
+    assert partition_key(url, "byHost") == by_host
+    assert partition_key(url, "byDomain") == by_domain
+
+
+def test_by_ip_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        partition_key("http://example.com/", "byIP")
+    assert caught.value.key == "partition.url.mode"
+    assert "not implemented" in str(caught.value)
+
+
+@pytest.mark.parametrize("mode", ["byip", "host", "", "byDomainName"])
+def test_unknown_modes_are_refused_naming_the_key(mode: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_mode(mode)
+    assert caught.value.key == "partition.url.mode"
+
+
+@pytest.mark.parametrize("mode", ["byHost", "byDomain"])
+def test_implemented_modes_are_valid(mode: str) -> None:
+    validate_mode(mode)
+
+
+def test_a_url_without_host_has_no_partition_key() -> None:
+    with pytest.raises(InvalidURL):
+        partition_key("mailto:a@example.com", "byHost")
+
+
+def test_registered_domain_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tldextract tried to use the network")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    partition._extractor.cache_clear()   # build the extractor afresh, with the network cut
+    assert registered_domain("www.example.co.jp") == "example.co.jp"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("com", True), ("co.uk", True), ("example.com", False), ("localhost", False), ("192.0.2.1", False), ("", False),
+])
+def test_is_public_suffix_tells_suffixes_from_domains(name: str, expected: bool) -> None:
+    assert is_public_suffix(name) is expected
+
+
+# Kafka's org.apache.kafka.common.utils.UtilsTest#testMurmur2: key -> Java signed murmur2.
+JAVA_MURMUR2 = [
+    ("21", -973932308),
+    ("foobar", -790332482),
+    ("a-little-bit-long-string", -985981536),
+    ("a-little-bit-longer-string", -1486304829),
+    ("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+    ("abc", 479470107),
+]
+
+
+@pytest.mark.parametrize(("key", "java_hash"), JAVA_MURMUR2)
+def test_partition_matches_the_java_default_partitioner(key: str, java_hash: int) -> None:
+    # Java: Utils.toPositive(murmur2(bytes)) % numPartitions, toPositive = & 0x7fffffff
+    for partitions in (1, 3, 8, 1000, 2**31 - 1):
+        assert partition_for_key(key, partitions) == (java_hash & 0x7FFFFFFF) % partitions
+
+
+# kafka-python's test_murmur2_java_compatibility: partition among 1000 from the Java client.
+@pytest.mark.parametrize(("key", "partition"), [("", 681), ("a", 524), ("ab", 434), ("abc", 107),
+                                                ("123456789", 566), ("\x00 ", 742)])
+def test_partition_among_1000_matches_the_java_client(key: str, partition: int) -> None:
+    assert partition_for_key(key, 1000) == partition
+
+
+@pytest.mark.parametrize("key", ["example.com", "www.bbc.co.uk", "xn--bcher-kva.example", "2001:db8::1", "é"])
+def test_partition_equals_aiokafkas_default_partitioner_choice(key: str) -> None:
+    partitions = list(range(8))
+    assert partition_for_key(key, 8) == DefaultPartitioner()(key.encode("utf-8"), partitions, partitions)
+
+
+def test_zero_partitions_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        partition_for_key("example.com", 0)

@@ -1,0 +1,237 @@
+"""Scope and trap guards (squall.scope), seed 002 a–d."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from squall.errors import ConfigError
+from squall.records import Reason
+from squall.scope import ScopeConfig, check, repeated_segments
+
+OPEN = ScopeConfig(
+    hosts_allow=frozenset(),
+    domains_allow=frozenset(),
+    schemes=frozenset({"http", "https"}),
+    include=(),
+    exclude=(),
+    max_depth=10,
+    max_urls_per_host=100,
+    max_query_params=3,
+    max_repeated_segments=3,
+)
+
+
+def admit(url: str, config: ScopeConfig = OPEN, *, depth: int = 0, host_seeded: bool = True,
+          host_url_count: int = 0) -> Reason | None:
+    return check(url, depth=depth, host_seeded=host_seeded, host_url_count=host_url_count, config=config)
+
+
+def settings(**overrides: object) -> dict[str, object]:
+    values: dict[str, object] = {
+        "urlfilters.hosts.allow": [],
+        "urlfilters.domains.allow": [],
+        "urlfilters.schemes": ["http", "https"],
+        "urlfilters.regex.include": [],
+        "urlfilters.regex.exclude": [],
+        "urlfilters.max.depth": 10,
+        "frontier.max.urls.per.host": 500000,
+        "urlfilters.max.query.params": 32,
+        "urlfilters.max.repeated.segments": 3,
+    }
+    values.update({key.replace("__", "."): value for key, value in overrides.items()})
+    return values
+
+
+# ---------------------------------------------------------------- hosts
+
+def test_without_allow_lists_a_seeded_host_is_in_scope() -> None:
+    assert admit("http://example.com/a", host_seeded=True) is None
+
+
+def test_without_allow_lists_an_unseeded_host_is_out_of_scope() -> None:
+    assert admit("http://other.example/a", host_seeded=False) is Reason.SCOPE_HOST
+
+
+HOST_SCOPE = [
+    # (hosts_allow, domains_allow, url, admitted)
+    ({"www.example.com"}, set(), "http://www.example.com/", True),
+    ({"www.example.com"}, set(), "http://example.com/", False),
+    ({"www.example.com"}, set(), "http://sub.www.example.com/", False),
+    ({"www.example.com"}, set(), "http://www.example.com:8080/", True),
+    (set(), {"example.com"}, "http://example.com/", True),
+    (set(), {"example.com"}, "http://a.b.example.com/", True),
+    (set(), {"example.com"}, "http://badexample.com/", False),
+    (set(), {"example.com"}, "http://example.com.evil.example/", False),
+    (set(), {"bbc.co.uk"}, "http://www.bbc.co.uk/news", True),
+    (set(), {"bbc.co.uk"}, "http://www.itv.co.uk/", False),
+    ({"192.0.2.1"}, {"example.com"}, "http://192.0.2.1:8080/", True),
+    ({"192.0.2.1"}, {"example.com"}, "http://192.0.2.2/", False),
+    ({"2001:db8::1"}, set(), "http://[2001:db8::1]/", True),
+]
+
+
+@pytest.mark.parametrize(("hosts", "domains", "url", "admitted"), HOST_SCOPE)
+def test_allow_lists_admit_hosts_by_name_or_by_domain(hosts: set[str], domains: set[str], url: str,
+                                                      admitted: bool) -> None:
+    config = replace(OPEN, hosts_allow=frozenset(hosts), domains_allow=frozenset(domains))
+    assert admit(url, config, host_seeded=False) is (None if admitted else Reason.SCOPE_HOST)
+
+
+def test_with_allow_lists_a_seeded_host_outside_them_is_out_of_scope() -> None:
+    config = replace(OPEN, hosts_allow=frozenset({"example.com"}))
+    assert admit("http://other.example/", config, host_seeded=True) is Reason.SCOPE_HOST
+
+
+def test_a_scheme_outside_the_configured_ones_is_refused() -> None:
+    config = replace(OPEN, schemes=frozenset({"https"}))
+    assert admit("http://example.com/", config) is Reason.URL_SCHEME
+
+
+def test_a_url_without_host_is_refused_not_raised() -> None:
+    assert admit("http:///path") is Reason.URL_HOST
+    assert admit("http://[broken/") is Reason.URL_HOST
+
+
+# ---------------------------------------------------------------- regular expressions
+
+def test_include_patterns_admit_only_matching_urls() -> None:
+    config = replace(OPEN, include=(re.compile(r"^https?://[^/]+/docs/"), re.compile(r"\.html$")))
+    assert admit("http://example.com/docs/a", config) is None
+    assert admit("http://example.com/b/page.html", config) is None
+    assert admit("http://example.com/blog/a", config) is Reason.SCOPE_REGEX
+
+
+def test_exclude_patterns_refuse_matching_urls_even_when_included() -> None:
+    config = replace(OPEN, include=(re.compile("example"),), exclude=(re.compile(r"\.(jpg|png)$"),))
+    assert admit("http://example.com/a.png", config) is Reason.SCOPE_REGEX
+    assert admit("http://example.com/a.html", config) is None
+
+
+# ---------------------------------------------------------------- traps
+
+@pytest.mark.parametrize(("depth", "expected"), [(0, None), (10, None), (11, Reason.TRAP_DEPTH)])
+def test_depth_beyond_max_depth_is_a_trap(depth: int, expected: Reason | None) -> None:
+    assert admit("http://example.com/", depth=depth) is expected
+
+
+def test_unlimited_depth_admits_any_depth() -> None:
+    assert admit("http://example.com/", replace(OPEN, max_depth=-1), depth=10_000) is None
+
+
+@pytest.mark.parametrize(("count", "expected"), [(0, None), (99, None), (100, Reason.TRAP_HOST_CAP),
+                                                 (5000, Reason.TRAP_HOST_CAP)])
+def test_host_cap_refuses_once_the_host_holds_max_urls(count: int, expected: Reason | None) -> None:
+    assert admit("http://example.com/", host_url_count=count) is expected
+
+
+def test_unlimited_host_cap_admits_any_count() -> None:
+    assert admit("http://example.com/", replace(OPEN, max_urls_per_host=-1), host_url_count=10**9) is None
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("", None),
+    ("?a=1&b=2&c=3", None),
+    ("?a=1&a=1&a=1", None),
+    ("?a=1&b=2&c=3&d=4", Reason.TRAP_QUERY_PARAMS),
+    ("?a&b&c&d", Reason.TRAP_QUERY_PARAMS),
+])
+def test_more_query_parameters_than_allowed_is_a_trap(query: str, expected: Reason | None) -> None:
+    assert admit("http://example.com/p" + query) is expected
+
+
+def test_unlimited_query_parameters_admit_any_number() -> None:
+    url = "http://example.com/?" + "&".join(f"p{i}=1" for i in range(100))
+    assert admit(url, replace(OPEN, max_query_params=-1)) is None
+
+
+REPEATS = [
+    # (path, most consecutive copies)
+    ("/", 1),
+    ("/a/b/c/d/e/f/g/h/i/j", 1),
+    ("/a/b/a/c/a/d/a", 1),
+    ("/a/a/a", 3),
+    ("/a/a/a/a", 4),
+    ("/a/b/a/b/a/b", 3),
+    ("/a/b/a/b/a/b/a/b", 4),
+    ("/x/a/b/c/a/b/c/a/b/c/a/b/c/y", 4),
+    ("/a/b/c/d/a/b/c/d/a/b/c/d/a/b/c/d", 1),   # sequences longer than 3 are not looked for
+    ("/cal/2024/01/cal/2024/01/", 2),
+]
+
+
+@pytest.mark.parametrize(("path", "copies"), REPEATS)
+def test_repeated_segments_counts_consecutive_copies_of_one_to_three_segments(path: str, copies: int) -> None:
+    assert repeated_segments(path) == copies
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/a/b/a/b/a/b", None),
+    ("/a/b/a/b/a/b/a/b", Reason.TRAP_REPEATED_SEGMENTS),
+    ("/img/img/img/img/x.png", Reason.TRAP_REPEATED_SEGMENTS),
+    ("/2024/01/02/03/04/05/06/07/08/09/10/11/12/13/14/15/16/17/18/19/20", None),
+    ("/docs/v1/api/guide/intro/setup/install/linux/debian/bookworm/amd64/", None),
+])
+def test_a_path_repeating_more_than_allowed_is_a_trap_and_deep_distinct_paths_are_not(
+        path: str, expected: Reason | None) -> None:
+    assert admit("http://example.com" + path) is expected
+
+
+def test_the_host_cap_is_checked_after_the_permanent_refusals() -> None:
+    assert admit("http://other.example/", host_seeded=False, host_url_count=10**6) is Reason.SCOPE_HOST
+    assert admit("http://example.com/", depth=99, host_url_count=10**6) is Reason.TRAP_DEPTH
+
+
+# ---------------------------------------------------------------- configuration
+
+def test_config_is_read_from_the_settings_keys() -> None:
+    config = ScopeConfig.from_settings(settings(
+        urlfilters__hosts__allow=["WWW.Example.com."], urlfilters__domains__allow=["Bücher.example"],
+        urlfilters__regex__include=["^https://"], urlfilters__regex__exclude=[r"\.pdf$"],
+        urlfilters__max__depth=-1, frontier__max__urls__per__host=7, urlfilters__max__query__params=0,
+        urlfilters__max__repeated__segments=2, urlfilters__schemes=["HTTPS"]))
+    assert config.hosts_allow == {"www.example.com"}
+    assert config.domains_allow == {"xn--bcher-kva.example"}
+    assert config.schemes == {"https"}
+    assert [p.pattern for p in config.include] == ["^https://"]
+    assert [p.pattern for p in config.exclude] == [r"\.pdf$"]
+    assert (config.max_depth, config.max_urls_per_host, config.max_query_params,
+            config.max_repeated_segments) == (-1, 7, 0, 2)
+
+
+def test_default_settings_build_an_open_config() -> None:
+    config = ScopeConfig.from_settings(settings())
+    assert not config.hosts_allow and not config.domains_allow and not config.include
+
+
+@pytest.mark.parametrize("key", ["urlfilters.regex.include", "urlfilters.regex.exclude"])
+def test_a_bad_regular_expression_names_its_key(key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ScopeConfig.from_settings(settings(**{key.replace(".", "__"): ["ok", "(unclosed"]}))
+    assert caught.value.key == key
+
+
+@pytest.mark.parametrize("domain", ["com", "co.uk", "CO.UK."])
+def test_a_public_suffix_as_allowed_domain_is_a_config_error(domain: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ScopeConfig.from_settings(settings(urlfilters__domains__allow=[domain]))
+    assert caught.value.key == "urlfilters.domains.allow"
+
+
+def test_a_private_domain_without_public_suffix_may_be_allowed() -> None:
+    config = ScopeConfig.from_settings(settings(urlfilters__domains__allow=["corp.internal", "localhost"]))
+    assert admit("http://wiki.corp.internal/", config, host_seeded=False) is None
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("urlfilters.max.depth", -2),
+    ("frontier.max.urls.per.host", -5),
+    ("urlfilters.max.query.params", -2),
+    ("urlfilters.max.repeated.segments", 0),
+])
+def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ScopeConfig.from_settings(settings(**{key.replace(".", "__"): value}))
+    assert caught.value.key == key

@@ -1,0 +1,188 @@
+"""Tests of squall.warc: records, headers matching the stored body, rotation, warcio compatibility."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from squall.warc import WarcWriter
+
+WARCIO = Path(sys.executable).parent / "warcio"
+FIXED_NOW_S = 1_700_000_000.25  # 2023-11-14T22:13:20.25Z
+NAME = re.compile(r"^crawl-\d{14}-\d{5}\.warc\.gz$")
+
+
+def fetch(writer: WarcWriter, url: str = "http://127.0.0.2:8080/a?x=1", **overrides):
+    kwargs = dict(
+        request_headers=[("User-Agent", "squall/0.1"), ("Accept-Encoding", "gzip")],
+        status=200, reason="OK",
+        response_headers=[("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"),
+                          ("Content-Length", "31"), ("ETag", '"v1"')],
+        body=b"<html><body>hello</body></html>" * 4, ip="127.0.0.2", fetched_at_s=FIXED_NOW_S,
+        truncated=False,
+    )
+    kwargs.update(overrides)
+    return writer.write_fetch(url, **kwargs)
+
+
+def records(path: Path) -> list:
+    out = []
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            out.append((rec.rec_type, rec.rec_headers, rec.http_headers, rec.content_stream().read()))
+    return out
+
+
+def warcio_index(path: Path) -> list[dict]:
+    proc = subprocess.run([str(WARCIO), "index", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_a_fetch_becomes_a_response_and_a_request_record_after_a_warcinfo(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
+        path = fetch(writer)
+    assert NAME.match(path.name)
+    assert path.name == "crawl-20231114221320-00000.warc.gz"
+    recs = records(path)
+    assert [r[0] for r in recs] == ["warcinfo", "response", "request"]
+    _, resp_warc, resp_http, body = recs[1]
+    _, req_warc, req_http, _ = recs[2]
+    assert resp_warc.get_header("WARC-Target-URI") == "http://127.0.0.2:8080/a?x=1"
+    assert resp_warc.get_header("WARC-IP-Address") == "127.0.0.2"
+    assert resp_warc.get_header("WARC-Date") == "2023-11-14T22:13:20.250000Z"
+    assert resp_warc.protocol == "WARC/1.1"
+    assert resp_warc.get_header("WARC-Truncated") is None
+    assert resp_warc.get_header("WARC-Concurrent-To") == req_warc.get_header("WARC-Record-ID")
+    assert req_warc.get_header("WARC-Concurrent-To") == resp_warc.get_header("WARC-Record-ID")
+    assert resp_http.get_statuscode() == "200"
+    assert body == b"<html><body>hello</body></html>" * 4
+    assert req_http.protocol == "GET"
+    assert req_http.statusline == "/a?x=1 HTTP/1.1"
+    assert req_http.get_header("User-Agent") == "squall/0.1"
+    assert req_http.get_header("Host") == "127.0.0.2:8080"
+
+
+def test_response_headers_describe_the_decoded_body_and_keep_the_originals(tmp_path):
+    body = b"x" * 1234
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        path = fetch(writer, body=body, response_headers=[
+            ("Content-Type", "text/html"), ("content-encoding", "gzip"), ("Transfer-Encoding", "chunked"),
+            ("Content-Length", "99"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
+    _, _, http, stored = records(path)[1]
+    assert stored == body
+    assert http.get_header("Content-Encoding") is None
+    assert http.get_header("Transfer-Encoding") is None
+    assert [v for k, v in http.headers if k.lower() == "content-length"] == ["1234"]
+    assert http.get_header("X-Squall-Original-Content-Encoding") == "gzip"
+    assert http.get_header("X-Squall-Original-Transfer-Encoding") == "chunked"
+    assert http.get_header("X-Squall-Original-Content-Length") == "99"
+    assert [v for k, v in http.headers if k == "Set-Cookie"] == ["a=1", "b=2"]
+
+
+def test_a_truncated_body_is_marked_warc_truncated_length(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        path = fetch(writer, truncated=True, body=b"partial")
+    _, warc, http, body = records(path)[1]
+    assert warc.get_header("WARC-Truncated") == "length"
+    assert (body, http.get_header("Content-Length")) == (b"partial", "7")
+
+
+def test_no_ip_leaves_out_warc_ip_address_and_an_empty_reason_gets_the_standard_phrase(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        path = fetch(writer, ip=None, status=404, reason="", body=b"")
+    _, warc, http, body = records(path)[1]
+    assert warc.get_header("WARC-IP-Address") is None
+    assert http.statusline == "404 Not Found"
+    assert body == b""
+
+
+def test_header_values_with_newlines_cannot_break_the_record(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        path = fetch(writer, response_headers=[("X-Evil", "a\r\nWARC-Type: fake")], reason="O\nK")
+    recs = records(path)
+    assert [r[0] for r in recs] == ["warcinfo", "response", "request"]
+    assert recs[1][2].get_header("X-Evil") == "a WARC-Type: fake"
+
+
+def test_warcio_index_reads_every_record(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        fetch(writer, url="http://127.0.0.2:8080/one")
+        path = fetch(writer, url="http://127.0.0.3:8080/two", status=301, reason="Moved Permanently",
+                     response_headers=[("Location", "/three")], body=b"")
+    index = warcio_index(path)
+    assert [(r["warc-type"], r.get("warc-target-uri")) for r in index] == [
+        ("warcinfo", None),
+        ("response", "http://127.0.0.2:8080/one"), ("request", "http://127.0.0.2:8080/one"),
+        ("response", "http://127.0.0.3:8080/two"), ("request", "http://127.0.0.3:8080/two"),
+    ]
+
+
+def test_warcio_check_validates_the_digests(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
+        path = fetch(writer)
+    proc = subprocess.run([str(WARCIO), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_files_rotate_once_they_pass_the_size_limit(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 1500, clock=lambda: FIXED_NOW_S) as writer:
+        written = [fetch(writer, url=f"http://127.0.0.2:8080/{i}", body=bytes(range(256)) * 4)
+                   for i in range(6)]
+        paths = writer.paths
+    assert len(paths) > 1
+    assert [p.name for p in paths] == [f"crawl-20231114221320-{i:05d}.warc.gz" for i in range(len(paths))]
+    assert set(written) == set(paths)
+    for p in paths[:-1]:
+        assert p.stat().st_size >= 1500
+    urls = []
+    for p in paths:
+        kinds = [r["warc-type"] for r in warcio_index(p)]
+        assert kinds[0] == "warcinfo"
+        urls += [r["warc-target-uri"] for r in warcio_index(p) if r["warc-type"] == "response"]
+    assert urls == [f"http://127.0.0.2:8080/{i}" for i in range(6)]
+
+
+def test_a_zero_size_limit_never_rotates(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 0) as writer:
+        for i in range(5):
+            fetch(writer, url=f"http://127.0.0.2:8080/{i}")
+    assert len(writer.paths) == 1
+
+
+def test_an_existing_file_name_is_never_overwritten(tmp_path):
+    taken = tmp_path / "crawl-20231114221320-00000.warc.gz"
+    taken.write_bytes(b"someone else's")
+    with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
+        path = fetch(writer)
+    assert path.name == "crawl-20231114221320-00001.warc.gz"
+    assert taken.read_bytes() == b"someone else's"
+
+
+def test_warc_1_0_is_available(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 10_000_000, warc_version="1.0") as writer:
+        path = fetch(writer)
+    _, warc, _, _ = records(path)[1]
+    assert warc.protocol == "WARC/1.0"
+    assert warc.get_header("WARC-Date") == "2023-11-14T22:13:20Z"
+
+
+def test_writing_after_close_raises_and_close_is_idempotent(tmp_path):
+    writer = WarcWriter(tmp_path / "sub" / "dir", "crawl", 10_000_000)
+    fetch(writer)
+    writer.close()
+    writer.close()
+    with pytest.raises(ValueError):
+        fetch(writer)
+    assert writer.paths[0].parent == tmp_path / "sub" / "dir"
+
+
+def test_a_bad_warc_version_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        WarcWriter(tmp_path, "crawl", 1, warc_version="2.0")

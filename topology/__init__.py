@@ -1,0 +1,93 @@
+"""The Faust application of squall: settings, topics and tables, declared in one place.
+
+``faust -A topology worker -l info`` starts a worker. Everything here is
+declaration; decisions live in :mod:`squall` (policy) and the loops in
+:mod:`agents`.
+
+Topics (all raw bytes, keyed by the URL's partition key as UTF-8 — see
+:mod:`squall.partition` — with ``topology.partitions`` partitions and Kafka's
+default murmur2 partitioner, so partition p of every topic and table lands on
+the same worker: ARCHITECTURE.md invariant 1):
+
+* ``<id>-status``   StatusMessage JSON: seeds, outlinks, fetch results.
+* ``<id>-fetch``    FetchMessage JSON: URLs handed out by the spout.
+* ``<id>-signals``  SignalMessage JSON: one per handed-out URL, for the queue regulator.
+* ``<id>-ticks``    empty messages sent to one partition when that
+  partition's spout has a due host (the hand-out then runs inside that
+  partition's event, which Faust table writes need).
+* ``<id>-deadletter`` messages that could not be decoded, with the reason.
+
+The parse step is an in-process hand-off inside the fetcher (no parse
+topic): a page body never travels through Kafka (pages can exceed the
+broker's message size), and the fetch event is acknowledged only after the
+parse results and the status are sent, so at-least-once delivery still
+covers fetch + parse as one step.
+
+Tables (RocksDB via rocksdict, recovered from compacted changelogs):
+
+* ``urls``    canonical URL → UrlRecord (status, depth, attempts, next fetch time, ...)
+* ``hosts``   partition key → HostRecord (next eligible time, blocked-until,
+  in-flight hand-outs, regulator state, rejection counts)
+* ``robots``  robots.txt origin → RobotsEntry (RFC 9309 cache, survives restarts)
+"""
+
+from __future__ import annotations
+
+import faust
+
+from squall.settings import load_settings
+
+settings = load_settings()
+
+_ID = settings["topology.id"]
+_N = settings["topology.partitions"]
+
+app = faust.App(
+    _ID,
+    broker="kafka://" + settings["kafka.bootstrap.servers"],
+    store="rocksdb://",
+    datadir=settings["topology.data.dir"],
+    topic_partitions=_N,
+    topic_replication_factor=settings["topology.replication.factor"],
+    topic_allow_declare=True,
+    table_standby_replicas=0,
+    broker_session_timeout=settings["kafka.session.timeout.secs"],
+    broker_heartbeat_interval=min(3.0, settings["kafka.session.timeout.secs"] / 3),
+    consumer_auto_offset_reset="earliest",
+    web_enabled=settings["topology.web.port"] > 0,
+    web_port=settings["topology.web.port"] or 6066,
+    origin="topology",
+    stream_wait_empty=True,
+)
+
+
+def _topic(suffix: str) -> faust.TopicT:
+    return app.topic(f"{_ID}-{suffix}", key_type=bytes, value_type=bytes, key_serializer="raw",
+                     value_serializer="raw", partitions=_N, internal=True)
+
+
+status_topic = _topic("status")
+fetch_topic = _topic("fetch")
+signals_topic = _topic("signals")
+ticks_topic = _topic("ticks")
+deadletter_topic = _topic("deadletter")
+
+def _table(name: str, help_text: str) -> faust.TableT:
+    schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
+    return app.Table(name, schema=schema, partitions=_N, help=help_text)
+
+
+urls_table = _table("urls", "canonical URL -> UrlRecord")
+hosts_table = _table("hosts", "partition key -> HostRecord")
+robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
+
+TOPIC_NAMES = {t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)}
+
+__all__ = ["app", "settings", "status_topic", "fetch_topic", "signals_topic", "ticks_topic", "deadletter_topic",
+           "urls_table", "hosts_table", "robots_table", "TOPIC_NAMES"]
+
+# The agents register themselves on import (after everything above exists).
+import agents.fetcher  # noqa: E402,F401
+import agents.regulator  # noqa: E402,F401
+import agents.spout  # noqa: E402,F401
+import agents.status_updater  # noqa: E402,F401
