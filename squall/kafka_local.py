@@ -510,7 +510,8 @@ def up(
     ``data_dir`` is the state directory (default ``<cache_root>/broker/<port>``):
     it holds ``data/`` (formatted once, kept across restarts), the pid file and
     the logs. ``fresh`` deletes ``data/`` first (an empty cluster). ``wait_s``
-    (seconds) bounds the wait until the broker answers a metadata request.
+    (seconds) bounds the wait until the broker answers a metadata request
+    (counted from the JVM start, so a first, slow jar resolution does not eat it).
     ``progress`` receives human-readable lines about slow steps.
 
     Returns:
@@ -569,7 +570,8 @@ def up(
                 raise KafkaSetupError(f"could not start {java}: {exc}") from exc
         _CHILDREN[proc.pid] = proc
         paths.pid.write_text(f"{proc.pid}\n")
-        if _wait_answering(bootstrap, deadline, proc.pid):
+        # wait_s counts from the JVM start (a cold Maven resolution may take long).
+        if _wait_answering(bootstrap, time.monotonic() + wait_s, proc.pid):
             return True
         exited = proc.poll()
         if exited is None:

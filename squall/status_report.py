@@ -81,7 +81,7 @@ def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapp
     return report
 
 
-async def _latest(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
     from squall.kafka_admin import read_topic
 
     latest: dict[str, dict[str, Any]] = {}
@@ -130,8 +130,8 @@ async def collect(settings: Mapping[str, Any]) -> Report:
     from squall.topics import changelog_name, topic_name
 
     bootstrap = settings["kafka.bootstrap.servers"]
-    urls = await _latest(bootstrap, changelog_name(settings, "urls"))
-    hosts = await _latest(bootstrap, changelog_name(settings, "hosts"))
+    urls = await latest_records(bootstrap, changelog_name(settings, "urls"))
+    hosts = await latest_records(bootstrap, changelog_name(settings, "hosts"))
     dead = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
     return build_report(urls, hosts, time.time(), await _lag(settings), dead)
 
