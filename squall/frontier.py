@@ -84,35 +84,40 @@ class HostRecord:
 class DueIndex:
     """Index of the due URLs of the hosts of one partition (see module docstring).
 
-    Not thread-safe; used from one asyncio loop. URLs are identified by their
-    canonical string; pushing a URL already indexed replaces its due time.
+    Within a host, URLs whose next fetch time has come are taken by higher
+    ``priority`` first, then earlier next fetch time (seeds before discovered
+    URLs, issue 4 §4); a URL not yet due never blocks one that is. Not
+    thread-safe; used from one asyncio loop. URLs are identified by their
+    canonical string; pushing a URL already indexed replaces its entry.
     """
 
     def __init__(self) -> None:
-        self._urls: dict[str, list[tuple[float, int, int, str]]] = {}   # key -> heap(due, -prio, seq, url)
-        self._due_of: dict[str, tuple[float, str]] = {}                  # url -> (due, key): live entries
-        self._host_ready: dict[str, float] = {}                          # key -> eligible time (INF: not)
-        self._tickets: list[tuple[float, int, str]] = []                 # heap(time, seq, key)
-        self._ticket_of: dict[str, tuple[float, int]] = {}               # key -> live ticket
+        self._waiting: dict[str, list[tuple[float, int, int, str]]] = {}  # key -> heap(due, -prio, seq, url)
+        self._ready: dict[str, list[tuple[int, float, int, str]]] = {}    # key -> heap(-prio, due, seq, url)
+        self._entry_of: dict[str, tuple[float, int, str, int]] = {}       # url -> (due, prio, key, seq): live
+        self._host_ready: dict[str, float] = {}                           # key -> eligible time (INF: not)
+        self._tickets: list[tuple[float, int, str]] = []                  # heap(time, seq, key)
+        self._ticket_of: dict[str, tuple[float, int]] = {}                # key -> live ticket
         self._seq = itertools.count()
 
     def __len__(self) -> int:
-        return len(self._due_of)
+        return len(self._entry_of)
 
     def hosts(self) -> int:
-        return len(self._urls)
+        return len(self._waiting.keys() | self._ready.keys())
 
     def push(self, key: str, url: str, due_s: float, priority: int = 0) -> None:
         """Index ``url`` of queue ``key`` as due at ``due_s`` (replaces an earlier entry)."""
-        self._due_of[url] = (due_s, key)
-        heapq.heappush(self._urls.setdefault(key, []), (due_s, -priority, next(self._seq), url))
+        seq = next(self._seq)
+        self._entry_of[url] = (due_s, priority, key, seq)
+        heapq.heappush(self._waiting.setdefault(key, []), (due_s, -priority, seq, url))
         self._reschedule(key)
 
     def remove(self, url: str) -> None:
         """Forget ``url`` (lazy: its heap entry is skipped when reached)."""
-        entry = self._due_of.pop(url, None)
+        entry = self._entry_of.pop(url, None)
         if entry is not None:
-            self._reschedule(entry[1])
+            self._reschedule(entry[2])
 
     def set_host_ready(self, key: str, eligible_at_s: float) -> None:
         """Record when queue ``key`` may next get a hand-out (INF = not until told)."""
@@ -129,7 +134,7 @@ class DueIndex:
         return None
 
     def pop_due(self, now_s: float, per_host: int, max_hosts: int | None = None) -> list[tuple[str, list[str]]]:
-        """Take up to ``per_host`` due URLs of each eligible host, in next-fetch-time order.
+        """Take up to ``per_host`` due URLs of each eligible host, hosts in next-fetch-time order.
 
         Returns ``[(key, [url, ...]), ...]``. A host that got URLs is marked not
         eligible (INF) until :meth:`set_host_ready` is called again.
@@ -156,35 +161,56 @@ class DueIndex:
         self.__init__()
 
     # -- internals ---------------------------------------------------------------------
-    def _head(self, key: str) -> tuple[float, str] | None:
-        heap = self._urls.get(key)
-        while heap:
-            due, _, _, url = heap[0]
-            if self._due_of.get(url) == (due, key):
-                return due, url
-            heapq.heappop(heap)  # stale entry (removed or re-pushed)
-        if heap is not None:
-            del self._urls[key]
+    def _live(self, url: str, seq: int) -> bool:
+        entry = self._entry_of.get(url)
+        return entry is not None and entry[3] == seq
+
+    def _promote(self, key: str, now_s: float) -> None:
+        """Move the URLs of ``key`` whose due time has come from the waiting heap to the ready heap."""
+        waiting = self._waiting.get(key)
+        while waiting and waiting[0][0] <= now_s:
+            due, neg_prio, seq, url = heapq.heappop(waiting)
+            if self._live(url, seq):
+                heapq.heappush(self._ready.setdefault(key, []), (neg_prio, due, seq, url))
+        if waiting is not None and not waiting:
+            del self._waiting[key]
+
+    def _earliest(self, key: str) -> float | None:
+        """Earliest due time among the live URLs of ``key`` (None: none)."""
+        ready = self._ready.get(key)
+        while ready and not self._live(ready[0][3], ready[0][2]):
+            heapq.heappop(ready)
+        if ready:
+            return ready[0][1]  # ready URLs were all due when promoted: any of their times is in the past
+        if ready is not None:
+            del self._ready[key]
+        waiting = self._waiting.get(key)
+        while waiting and not self._live(waiting[0][3], waiting[0][2]):
+            heapq.heappop(waiting)
+        if waiting:
+            return waiting[0][0]
+        if waiting is not None:
+            del self._waiting[key]
         return None
 
     def _take_urls(self, key: str, now_s: float, n: int) -> list[str]:
+        self._promote(key, now_s)
+        ready = self._ready.get(key, [])
         urls: list[str] = []
-        while len(urls) < n:
-            head = self._head(key)
-            if head is None or head[0] > now_s:
-                break
-            heapq.heappop(self._urls[key])
-            del self._due_of[head[1]]
-            urls.append(head[1])
+        while ready and len(urls) < n:
+            _, _, seq, url = heapq.heappop(ready)
+            if self._live(url, seq):
+                del self._entry_of[url]
+                urls.append(url)
         return urls
 
     def _reschedule(self, key: str) -> None:
-        head = self._head(key)
+        earliest = self._earliest(key)
         ready = self._host_ready.get(key, 0.0)
-        if head is None or ready == INF:
+        if earliest is None or ready == INF:
             self._ticket_of.pop(key, None)
             return
-        t = max(head[0], ready)
+        t = max(earliest, ready)
         current = self._ticket_of.get(key)
         if current is not None and current[0] == t:
             return

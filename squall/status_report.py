@@ -106,10 +106,14 @@ async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:
     from squall.topics import topic_name
 
     bootstrap = settings["kafka.bootstrap.servers"]
+    from aiokafka.errors import KafkaError
+
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     try:
+        await admin.start()
         committed = await admin.list_consumer_group_offsets(settings["topology.id"])
+    except KafkaError:  # e.g. the group coordinator is not ready yet: unknown counts as busy
+        return {"unknown": 1}
     finally:
         await admin.close()
     lag: dict[str, int] = {}
