@@ -25,6 +25,7 @@ from pathlib import Path
 from agents import parser
 from agents.common import deadletter
 from agents.robots import RobotsService
+from squall.backoff import TokenBucket, try_take
 from squall.errors import FetchError, MessageError
 from squall.fetch_queues import FetchQueues
 from squall.http import FetchResult, HttpConfig, HttpFetcher
@@ -41,6 +42,7 @@ ROBOTS = RobotsConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
 THREADS: int = settings["fetcher.threads.number"]
+BACKOFF_BASE_S: float = settings["frontier.backoff.base.secs"]
 MAX_PENDING = THREADS * 20  # handed-out URLs held in memory before the consumer waits (back-pressure)
 ROBOTS_DELAY_KEY = "robots.crawl.delay"
 # the queue delay without a robots Crawl-delay (StormCrawler: server delay with one thread per queue)
@@ -55,6 +57,9 @@ class FetcherRuntime:
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
     robots: RobotsService = field(default_factory=lambda: RobotsService(ROBOTS, settings["http.robots.cache.lru.size"]))
     http: HttpFetcher | None = None
+    # fetcher-local pacing state next to the fetch queues (optional token bucket per queue)
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    refreshing: set[str] = field(default_factory=set)
     warc: WarcWriter | None = None
     free_slots: int = THREADS
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -75,9 +80,12 @@ class FetcherRuntime:
         self.wakeup.set()
         await granted
 
-    def done(self, key: str) -> None:
-        """A fetch of queue ``key`` ended: its delay starts now."""
-        self.queues.finish(key, time.time())
+    def done(self, key: str, signal: SignalMessage | None = None) -> None:
+        """A fetch of queue ``key`` ended: its delay starts now (longer after a rate limit)."""
+        if signal is not None and signal.kind is SignalKind.RETRY_AFTER and signal.retry_until_s:
+            self.queues.block_until(key, signal.retry_until_s)  # Retry-After, also for items already here
+        rate_limited = signal is not None and signal.kind is SignalKind.RATE_LIMITED
+        self.queues.finish(key, time.time(), BACKOFF_BASE_S if rate_limited else None)
         self.free_slots += 1
         self.wakeup.set()
 
@@ -104,6 +112,8 @@ class FetcherRuntime:
 
 
 runtime = FetcherRuntime()
+RATE_PER_S: float = settings["fetcher.server.rate"]
+BURST: int = settings["fetcher.server.burst"]
 
 
 @app.agent(fetch_topic)
@@ -123,10 +133,11 @@ async def fetcher(stream):
 async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
     try:
         await runtime.turn(msg.key)
+        signal = None
         try:
-            statuses, signal = await fetch_one(msg)
+            statuses, signal = await fetch_one(msg, event)
         finally:
-            runtime.done(msg.key)
+            runtime.done(msg.key, signal)
         for status in statuses:
             await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
@@ -137,16 +148,46 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
         runtime.pending.release()
 
 
-async def fetch_one(msg: FetchMessage) -> tuple[list[StatusMessage], SignalMessage]:
+async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001 (faust Event, kept alive)
+    """Refresh a known robots.txt ahead of its expiry, in its own turn of the host's queue (seed 002)."""
+    try:
+        await runtime.turn(key)
+        try:
+            await runtime.robots.refresh(origin, runtime.http)
+        finally:
+            runtime.done(key)
+    except Exception:
+        log.exception("squall: background refresh of robots.txt for %s failed", origin)
+    finally:
+        runtime.refreshing.discard(origin)
+        del event
+
+
+async def _token(key: str) -> None:
+    """Wait for a token of the queue's bucket (``fetcher.server.rate``; 0 = off)."""
+    while True:
+        allowed, bucket, wait_s = try_take(runtime.buckets.get(key), time.time(), RATE_PER_S, BURST)
+        if bucket is not None:
+            runtime.buckets[key] = bucket
+        if allowed:
+            return
+        await asyncio.sleep(wait_s)
+
+
+async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], SignalMessage]:  # noqa: ANN001
     """Robots check, fetch and parse of one URL → (status messages, signal for the regulator)."""
     assert runtime.http is not None
     origin = origin_of(msg.url)
     fetch_id = f"{msg.handed_out_at_s:.6f}:{msg.url}"
     known = runtime.robots.cached(origin)
     requested = False
-    if known is None or known[0].needs_refresh(time.time(), ROBOTS) or not known[0].is_fresh(time.time()):
+    if known is None or not known[0].is_fresh(time.time()):
         known = await runtime.robots.refresh(origin, runtime.http)
         requested = True  # robots.txt was a request to this host: the page waits the delay too
+    elif known[0].needs_refresh(time.time(), ROBOTS) and origin not in runtime.refreshing:
+        # still fresh: use it now, refresh in the background (created here, so it carries this event)
+        runtime.refreshing.add(origin)
+        asyncio.get_running_loop().create_task(_refresh_robots(origin, msg.key, event))
     entry, rules = known
     now = time.time()
 
@@ -169,6 +210,7 @@ async def fetch_one(msg: FetchMessage) -> tuple[list[StatusMessage], SignalMessa
     delay_s = decision.delay_s if decision.delay_s is not None else DEFAULT_DELAY_S
     if requested:
         await asyncio.sleep(delay_s)  # space the page from its robots.txt request like any two fetches
+    await _token(msg.key)
     headers = {}
     if msg.etag:
         headers["If-None-Match"] = msg.etag
@@ -210,7 +252,9 @@ def _messages(msg: FetchMessage, outcome: Outcome, result: FetchResult | None, f
         out.append(StatusMessage(url=outcome.redirect_to, depth=msg.depth, chain=msg.chain + [msg.url],
                                  metadata={k: v for k, v in metadata.items() if k != ROBOTS_DELAY_KEY}))
     if outcome.parse and result is not None:
-        out.extend(parser.outlinks(result, depth=msg.depth, metadata=metadata))
+        recorded, links = parser.parse(result, depth=msg.depth, metadata=metadata)
+        out[0].metadata.update(recorded)
+        out.extend(links)
     signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=outcome.signal, at_s=at_s,
                            delay_s=delay_s, retry_until_s=outcome.retry_after_s if outcome.signal is SignalKind.RETRY_AFTER else None,
                            robots_crawl_delay_s=forward_s)

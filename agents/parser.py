@@ -23,13 +23,30 @@ TRANSFER = tuple(settings["metadata.transfer"])
 AGENT_TOKEN = product_token(settings["http.agent.name"])
 
 
-def outlinks(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]) -> list[StatusMessage]:
-    """DISCOVERED messages for the links of ``result`` (empty if not parseable or nofollow)."""
+def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
+          ) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+    """Parse a fetched page → (metadata to record, DISCOVERED outlink messages).
+
+    The recorded metadata (``parse.*`` keys, kept when ``metadata.persist``
+    names them — the default) says ``parse.noindex`` / ``parse.nofollow``
+    (meta robots or X-Robots-Tag), ``parse.canonical`` (rel=canonical),
+    ``parse.title`` and ``parse.charset``. Content types outside
+    ``parser.mimetypes`` are not parsed (they are still archived).
+    """
     if not is_parseable(result.content_type, MIMETYPES):
-        return []
+        return {}, []
     parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
+    recorded = {"parse.charset": [parsed.charset]}
+    if parsed.noindex:
+        recorded["parse.noindex"] = ["true"]
     if parsed.nofollow:
-        return []
+        recorded["parse.nofollow"] = ["true"]
+    if parsed.canonical:
+        recorded["parse.canonical"] = [parsed.canonical]
+    if parsed.title:
+        recorded["parse.title"] = [parsed.title[:300]]
+    if parsed.nofollow:
+        return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
     out: list[StatusMessage] = []
     seen: set[str] = set()
@@ -41,4 +58,4 @@ def outlinks(result: FetchResult, *, depth: int, metadata: dict[str, list[str]])
         if url not in seen and url != result.url:
             seen.add(url)
             out.append(StatusMessage(url=url, depth=depth + 1, metadata=inherited))
-    return out
+    return recorded, out

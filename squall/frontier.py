@@ -57,7 +57,8 @@ class HostRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HostRecord":
-        return cls(**dict(d))
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     def eligible_at_s(self, inflight_timeout_s: float, now_s: float) -> float:
         """When the host may get its next hand-out (INF while something is in flight).

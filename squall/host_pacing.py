@@ -11,6 +11,9 @@ into the :class:`squall.frontier.HostRecord` the spout reads:
 * ``blocked_until_s`` follows the back-off state (Retry-After capped by
   ``frontier.backoff.max.secs``; exponential back-off with jitter for a
   headerless 429/503; reset after a success);
+* a host still backing off after ``frontier.backoff.ttl.secs`` is
+  deprioritised: its hand-outs are spaced by at least
+  ``frontier.backoff.max.secs`` until a success (seed 002);
 * a signal already applied (same ``fetch_id``) changes nothing: Kafka
   delivers at least once (ARCHITECTURE.md invariant 3).
 """
@@ -21,7 +24,7 @@ import random
 import zlib
 from dataclasses import replace
 
-from squall.backoff import BackoffConfig, HostBackoff, on_rate_limited, on_retry_after, on_success
+from squall.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_retry_after, on_success
 from squall.crawl_delay_policy import CrawlDelayConfig, CrawlDelayState
 from squall.crawl_delay_policy import apply_signal as apply_crawl_delay
 from squall.frontier import HostRecord
@@ -50,6 +53,9 @@ def apply_signal(host: HostRecord, signal: SignalMessage, backoff_config: Backof
     delay_s = signal.delay_s
     if delay_s > 0 and crawl is not None and crawl.delay_s:
         delay_s = max(delay_s, float(crawl.delay_s))  # frontier pacing at the requested whole seconds
+    if deprioritised(backoff, signal.at_s, backoff_config):
+        # backing off for longer than frontier.backoff.ttl.secs: one hand-out per maximum back-off at most
+        delay_s = max(delay_s, backoff_config.max_s)
     in_flight = {u: t for u, t in host.in_flight.items() if u != signal.url}
     return replace(
         host,

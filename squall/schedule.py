@@ -82,6 +82,7 @@ class UrlRecord:
     last_modified: str | None = None
     metadata: dict[str, list[str]] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -92,7 +93,8 @@ class UrlRecord:
     def from_dict(cls, d: Mapping[str, Any]) -> "UrlRecord":
         d = dict(d)
         d["status"] = Status(d["status"])
-        return cls(**d)
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     @property
     def pending(self) -> bool:
@@ -121,7 +123,8 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
-    base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta)
+    base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta,
+                   truncated=msg.truncated)
     if msg.status is Status.DISCOVERED:  # not attempted (robots.txt unavailable): wait and try again
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
