@@ -50,8 +50,12 @@ kafka-status: venv
 	$(VENV)/bin/squall kafka status $(KAFKA_ARGS)
 
 # ------------------------------------------------------------------ demo
-# demo: see scripts/demo.sh (lead)
-# The lead owns the demo (squall/demo.py); SITE=<name> picks the test site.
+# demo: squall/demo.py. Brings up the local broker if none answers at
+# kafka.bootstrap.servers ($KAFKA_BOOTSTRAP_SERVERS overrides), serves a
+# multi-host loopback site (SITE=DIR: a directory of HTML instead), crawls
+# it with one worker, prints the summary, checks and WARC path, and stops
+# what it started. DEMO_ARGS are passed on (e.g. DEMO_ARGS='--hosts 2 --delay 0.5').
 # ------------------------------------------------------------------
+DEMO_ARGS ?=
 demo: venv
-	$(VENV_PY) -m squall.demo $(if $(SITE),--site $(SITE),)
+	$(VENV_PY) -m squall.demo $(if $(SITE),--site $(SITE),) $(DEMO_ARGS)

@@ -26,7 +26,7 @@ from agents import parser
 from agents.common import deadletter
 from agents.robots import RobotsService
 from squall.backoff import TokenBucket, try_take
-from squall.errors import FetchError, MessageError
+from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.fetch_queues import FetchQueues
 from squall.http import FetchResult, HttpConfig, HttpFetcher
 from squall.outcome import Outcome, classify_failure, classify_http
@@ -182,7 +182,10 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
     known = runtime.robots.cached(origin)
     requested = False
     if known is None or not known[0].is_fresh(time.time()):
-        known = await runtime.robots.refresh(origin, runtime.http)
+        try:
+            known = await runtime.robots.refresh(origin, runtime.http)
+        except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
+            return _messages(msg, classify_failure(exc.reason), None, fetch_id, time.time(), 0.0, None)
         requested = True  # robots.txt was a request to this host: the page waits the delay too
     elif known[0].needs_refresh(time.time(), ROBOTS) and origin not in runtime.refreshing:
         # still fresh: use it now, refresh in the background (created here, so it carries this event)

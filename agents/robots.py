@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 
-from squall.errors import FetchError, MessageError
+from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.http import HttpFetcher
 from squall.robots_policy import RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules, decide
 from squall.urls import robots_url
@@ -75,6 +75,11 @@ class RobotsService:
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
             try:
                 result = await http.fetch(url)
+            except BlockedAddress:
+                if hop == 0:
+                    raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
+                log.info("squall: robots.txt of %s redirects to a refused address: %s", origin, url)
+                return RobotsFetchOutcome(status=None, redirects=hop)
             except FetchError as exc:
                 log.info("squall: robots.txt %s failed: %s", url, exc)
                 return RobotsFetchOutcome(status=None, redirects=hop)

@@ -35,14 +35,14 @@ class WorkerState:
         self.indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
         in_flight: set[str] = set()
-        for _key, value in hosts_table.items():
+        for value in hosts_table.values():
             host = HostRecord.from_dict(value)
             index = self.index_for_key(host.key)
             if index is not None:
                 index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now))
                 in_flight.update(u for u, t in host.in_flight.items() if now - t < INFLIGHT_TIMEOUT_S)
         count = 0
-        for _key, value in urls_table.items():
+        for value in urls_table.values():
             rec = UrlRecord.from_dict(value)
             index = self.index_for_key(rec.key)
             if index is not None and rec.next_fetch_at_s is not None and rec.url not in in_flight:

@@ -33,6 +33,8 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 
 from __future__ import annotations
 
+import os
+
 import faust
 
 from squall.settings import load_settings
@@ -46,7 +48,8 @@ app = faust.App(
     _ID,
     broker="kafka://" + settings["kafka.bootstrap.servers"],
     store="rocksdb://",
-    datadir=settings["topology.data.dir"],
+    # `faust --datadir DIR worker` (F_DATADIR) wins: two workers on one machine need two dirs
+    datadir=os.environ.get("F_DATADIR") or settings["topology.data.dir"],
     topic_partitions=_N,
     topic_replication_factor=settings["topology.replication.factor"],
     topic_allow_declare=True,

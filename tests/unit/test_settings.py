@@ -1,0 +1,294 @@
+"""Tests of squall.settings and squall.config_rules: strict config, keys named, seed 000's contract."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from squall.errors import ConfigError
+from squall.settings import DEFAULTS_FILE, Settings, load_settings
+
+DEFAULTS = yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8"))
+KEY_LINE = re.compile(r"^([A-Za-z][\w.\-]*)\s*:")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """No $SQUALL_CONF nor $KAFKA_BOOTSTRAP_SERVERS from the caller's shell leaks into these tests."""
+    monkeypatch.delenv("SQUALL_CONF", raising=False)
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+
+
+@pytest.fixture
+def conf(tmp_path):
+    """Write a user configuration file and return its path."""
+
+    def write(text: str, name: str = "crawler-conf.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def defaults(conf) -> Settings:
+    return load_settings(conf("{}\n"))
+
+
+# ---------------------------------------------------------------- defaults and their documentation
+
+
+def test_the_defaults_load_unchanged_from_an_empty_user_file(defaults):
+    assert dict(defaults) == DEFAULTS
+
+
+def test_the_default_user_file_loads():
+    settings = load_settings()
+    assert set(settings) == set(DEFAULTS)
+
+
+def test_settings_are_frozen_and_an_unknown_key_lookup_names_the_key(defaults):
+    with pytest.raises(TypeError):
+        defaults["fetcher.server.delay"] = 5.0  # type: ignore[index]
+    with pytest.raises(ConfigError) as err:
+        defaults["no.such.key"]
+    assert err.value.key == "no.such.key"
+
+
+def _key_lines(text: str) -> list[tuple[int, str]]:
+    return [(i, m.group(1)) for i, line in enumerate(text.splitlines()) if (m := KEY_LINE.match(line))]
+
+
+def test_the_text_scan_of_the_defaults_file_finds_every_key():
+    assert sorted(k for _, k in _key_lines(DEFAULTS_FILE.read_text())) == sorted(DEFAULTS)
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULTS))
+def test_every_default_key_is_documented_by_a_comment_above_it_or_on_its_line(key):
+    lines = DEFAULTS_FILE.read_text(encoding="utf-8").splitlines()
+    [index] = [i for i, k in _key_lines("\n".join(lines)) if k == key]
+    value = re.sub(r'"[^"]*"|\'[^\']*\'', "", lines[index].split(":", 1)[1])  # quoted strings may hold '#'
+    if re.search(r"\s#\s*\S", value):
+        return  # an inline comment
+    i = index - 1
+    while i >= 0 and KEY_LINE.match(lines[i]):  # a group of keys under one comment
+        i -= 1
+    assert i >= 0 and lines[i].startswith("#"), f"{key} has no comment line above its group"
+    assert not re.fullmatch(r"#\s*-+.*", lines[i]), f"{key} sits under a section header only"
+
+
+# ---------------------------------------------------------------- strict loading
+
+
+def test_an_unknown_key_in_the_user_file_is_refused_with_its_name(conf):
+    with pytest.raises(ConfigError) as err:
+        load_settings(conf("fetcher.server.delay: 2.0\nfetcher.sever.delay: 3.0\n"))
+    assert err.value.key == "fetcher.sever.delay"
+    assert "fetcher.sever.delay" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("fetcher.server.delay", '"fast"'),
+        ("fetcher.server.delay", "true"),        # a bool is not a number
+        ("topology.partitions", "8.5"),          # a float is not an int
+        ("topology.partitions", "true"),
+        ("topology.partitions", '"8"'),
+        ("fetcher.max.crawl.delay.force", '"yes"'),
+        ("fetcher.max.crawl.delay.force", "1"),
+        ("metadata.persist", "robots.crawl.delay"),  # a string is not a list
+        ("kafka.bootstrap.servers", "9092"),
+        ("partition.url.mode", ""),              # null
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_with_its_key(conf, key, value):
+    with pytest.raises(ConfigError) as err:
+        load_settings(conf(f"{key}: {value}\n"))
+    assert err.value.key == key
+
+
+def test_an_int_is_accepted_where_a_float_is_expected(conf):
+    settings = load_settings(conf("fetcher.server.delay: 2\nhttp.timeout.total: 15\n"))
+    assert settings["fetcher.server.delay"] == 2.0 and isinstance(settings["fetcher.server.delay"], float)
+    assert isinstance(settings["http.timeout.total"], float)
+
+
+@pytest.mark.parametrize(("text", "why"), [("a: [1, 2\n", "not valid YAML"), ("- a\n- b\n", "mapping")])
+def test_a_user_file_that_is_not_a_yaml_mapping_is_refused(conf, text, why):
+    with pytest.raises(ConfigError, match=why):
+        load_settings(conf(text))
+
+
+def test_kafka_bootstrap_servers_from_the_environment_wins_over_the_files(conf, monkeypatch):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "broker-a:9092,broker-b:9092")
+    settings = load_settings(conf('kafka.bootstrap.servers: "file:9092"\n'))
+    assert settings["kafka.bootstrap.servers"] == "broker-a:9092,broker-b:9092"
+
+
+def test_squall_conf_names_the_user_file(conf, monkeypatch):
+    monkeypatch.setenv("SQUALL_CONF", str(conf("fetcher.server.delay: 7.5\n", name="mine.yaml")))
+    assert load_settings()["fetcher.server.delay"] == 7.5
+
+
+def test_squall_conf_naming_a_missing_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("SQUALL_CONF", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_settings()
+
+
+def test_an_explicit_path_to_a_missing_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "missing.yaml")
+
+
+def test_overrides_are_applied_after_the_user_file_and_checked_the_same_way(conf):
+    path = conf("fetcher.server.delay: 2.0\n")
+    assert load_settings(path, overrides={"fetcher.server.delay": 4})["fetcher.server.delay"] == 4.0
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, overrides={"no.such.key": 1})
+    assert err.value.key == "no.such.key"
+
+
+def test_with_overrides_returns_a_new_validated_settings_object(defaults):
+    changed = defaults.with_overrides({"fetcher.server.delay": 3})
+    assert changed["fetcher.server.delay"] == 3.0
+    assert defaults["fetcher.server.delay"] == DEFAULTS["fetcher.server.delay"]
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({"fetcher.server.delay": -3.0})
+    assert err.value.key == "fetcher.server.delay"
+
+
+# ---------------------------------------------------------------- cross-key rules (config_rules)
+
+
+def test_partition_mode_by_ip_is_refused_as_not_implemented(defaults):
+    with pytest.raises(ConfigError, match="not implemented") as err:
+        defaults.with_overrides({"partition.url.mode": "byIP"})
+    assert err.value.key == "partition.url.mode"
+
+
+@pytest.mark.parametrize("mode", ["byhost", "byPath", ""])
+def test_an_unknown_partition_mode_is_refused(defaults, mode):
+    with pytest.raises(ConfigError, match="unknown mode") as err:
+        defaults.with_overrides({"partition.url.mode": mode})
+    assert err.value.key == "partition.url.mode"
+
+
+def test_partition_mode_by_domain_is_accepted_without_robots_pacing(defaults):
+    assert defaults.with_overrides({"partition.url.mode": "byDomain"})["partition.url.mode"] == "byDomain"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
+        "http.timeout.connect", "http.timeout.read", "http.timeout.total",
+        "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
+        pytest.param("frontier.inflight.timeout.secs", marks=pytest.mark.xfail(
+            strict=True, reason="BUG: config_rules does not refuse a negative frontier.inflight.timeout.secs")),
+        pytest.param("kafka.session.timeout.secs", marks=pytest.mark.xfail(
+            strict=True, reason="BUG: config_rules does not refuse a negative kafka.session.timeout.secs")),
+        pytest.param("frontier.robots.delay.decay.secs", marks=pytest.mark.xfail(
+            strict=True, reason="BUG: config_rules does not refuse a negative frontier.robots.delay.decay.secs")),
+    ],
+)
+def test_a_negative_delay_or_timeout_is_refused_with_its_key(defaults, key):
+    bad = -1.0 if isinstance(DEFAULTS[key], float) else -1
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({key: bad})
+    assert err.value.key == key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
+        "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
+        pytest.param("fetcher.server.burst", marks=pytest.mark.xfail(
+            strict=True, reason="BUG: fetcher.server.burst 0 is accepted; try_take then raises ValueError on every fetch")),
+        pytest.param("topology.replication.factor", marks=pytest.mark.xfail(
+            strict=True, reason="BUG: topology.replication.factor 0 is accepted")),
+    ],
+)
+def test_a_count_below_one_is_refused_with_its_key(defaults, key):
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({key: 0})
+    assert err.value.key == key
+
+
+# ---------------------------------------------------------------- robots pacing: seed 000's configuration contract
+
+ROBOTS_PACING = {
+    "frontier.robots.crawl.delay.enabled": True,
+    "partition.url.mode": "byHost",
+    "fetcher.max.crawl.delay.force": True,
+    "frontier.max.urls.per.bucket": 1,
+    "metadata.persist": ["robots.crawl.delay"],
+    "metadata.transfer": ["depth", "robots.txt.*"],  # neither matches robots.crawl.delay
+}
+
+
+def test_robots_pacing_with_the_full_contract_loads(defaults, conf):
+    settings = defaults.with_overrides(ROBOTS_PACING)
+    assert settings["frontier.robots.crawl.delay.enabled"] is True
+    assert load_settings(conf(yaml.safe_dump(ROBOTS_PACING)))["metadata.persist"] == ["robots.crawl.delay"]
+
+
+@pytest.mark.parametrize(
+    ("override", "named_key"),
+    [
+        ({"partition.url.mode": "byDomain"}, "partition.url.mode"),
+        ({"fetcher.max.crawl.delay.force": False}, "fetcher.max.crawl.delay.force"),
+        ({"frontier.max.urls.per.bucket": 2}, "frontier.max.urls.per.bucket"),
+        ({"metadata.persist": []}, "metadata.persist"),
+        ({"metadata.persist": ["robots.*"]}, "metadata.persist"),  # persist needs the key itself
+        ({"metadata.transfer": ["robots.crawl.delay"]}, "metadata.transfer"),
+        ({"metadata.transfer": ["robots.*"]}, "metadata.transfer"),
+        ({"metadata.transfer": ["robots.crawl*"]}, "metadata.transfer"),
+        ({"metadata.transfer": ["depth", "*"]}, "metadata.transfer"),
+    ],
+    ids=["byDomain", "no-force", "bucket-2", "persist-empty", "persist-wildcard", "transfer-exact",
+         "transfer-robots-wildcard", "transfer-prefix", "transfer-star"],
+)
+def test_robots_pacing_refuses_each_broken_term_of_the_contract_naming_it(defaults, override, named_key):
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({**ROBOTS_PACING, **override})
+    assert err.value.key == named_key
+    assert named_key in str(err.value)
+
+
+def test_without_robots_pacing_the_contract_does_not_apply(defaults):
+    settings = defaults.with_overrides({**ROBOTS_PACING, "frontier.robots.crawl.delay.enabled": False,
+                                        "partition.url.mode": "byDomain", "frontier.max.urls.per.bucket": 3,
+                                        "metadata.transfer": ["*"], "metadata.persist": []})
+    assert settings["metadata.transfer"] == ["*"]
+
+
+def test_a_contract_breach_in_the_user_file_fails_at_load(conf):
+    with pytest.raises(ConfigError) as err:
+        load_settings(conf("frontier.robots.crawl.delay.enabled: true\nfetcher.max.crawl.delay.force: true\n"
+                           'metadata.persist: ["robots.crawl.delay"]\nmetadata.transfer: ["robots.*"]\n'))
+    assert err.value.key == "metadata.transfer"
+
+
+# ---------------------------------------------------------------- derived values
+
+
+@pytest.mark.parametrize(
+    ("url", "email", "expected"),
+    [
+        ("", "", "bot/2.0"),
+        ("https://example.org/bot", "", "bot/2.0 (+https://example.org/bot)"),
+        ("https://example.org/bot", "ops@example.org", "bot/2.0 (+https://example.org/bot; ops@example.org)"),
+        ("", "ops@example.org", "bot/2.0 (ops@example.org)"),
+    ],
+)
+def test_the_user_agent_is_built_from_the_agent_keys(defaults, url, email, expected):
+    settings = defaults.with_overrides({"http.agent.name": "bot", "http.agent.version": "2.0",
+                                        "http.agent.url": url, "http.agent.email": email})
+    assert settings.user_agent == expected
