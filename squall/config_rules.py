@@ -34,13 +34,17 @@ def validate(values: Mapping[str, Any]) -> None:
         raise ConfigError("partition.url.mode", f"unknown mode {mode!r}; expected byHost or byDomain")
     for key in ("fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
                 "http.timeout.connect", "http.timeout.read", "http.timeout.total",
-                "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs"):
+                "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
+                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate"):
         if values[key] < 0:
             raise ConfigError(key, f"must not be negative, got {values[key]}")
     for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
-                "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max"):
+                "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
+                "topology.replication.factor", "fetcher.server.burst"):
         if values[key] < 1:
             raise ConfigError(key, f"must be at least 1, got {values[key]}")
+    if values["kafka.session.timeout.secs"] <= 0:
+        raise ConfigError("kafka.session.timeout.secs", "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
 

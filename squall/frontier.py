@@ -61,15 +61,15 @@ class HostRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def eligible_at_s(self, inflight_timeout_s: float, now_s: float) -> float:
-        """When the host may get its next hand-out (INF while something is in flight).
+        """When the host may get its next hand-out: max(next fetch time, blocked-until, in-flight hold).
 
-        A URL in flight for longer than ``inflight_timeout_s`` no longer holds
-        the host (its result was lost or is very late; it is handed out again).
+        A handed-out URL holds the host until its signal arrives or
+        ``inflight_timeout_s`` has passed (its result was lost or is very
+        late; it is handed out again).
         """
         live = [t for t in self.in_flight.values() if now_s - t < inflight_timeout_s]
-        if live:
-            return min(live) + inflight_timeout_s
-        return max(self.next_fetch_at_s, self.blocked_until_s)
+        held_until = max(live) + inflight_timeout_s if live else 0.0
+        return max(held_until, self.next_fetch_at_s, self.blocked_until_s)
 
     def with_rejection(self, reason: str) -> "HostRecord":
         counts = dict(self.rejected)

@@ -134,8 +134,10 @@ class StatusMessage:
                           ("truncated", bool), ("chain", list)):
             if name in obj and obj[name] is not None:
                 value = obj[name]
-                if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+                if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
                     raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+                if name == "chain" and not all(isinstance(u, str) for u in value):
+                    raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 

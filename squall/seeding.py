@@ -36,7 +36,7 @@ class SeedLine:
 def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iterator[SeedLine]:
     """Parse seed lines; never raises: bad lines come back with ``error`` set."""
     for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
+        line = raw.lstrip("\ufeff").strip()  # a UTF-8 byte-order mark before the first URL is not part of it
         if not line or line.startswith("#"):
             continue
         url, *pairs = line.split("\t")

@@ -45,8 +45,6 @@ def test_a_url_in_flight_longer_than_the_timeout_no_longer_holds_the_host():
     assert host.eligible_at_s(TIMEOUT, NOW + 10 * TIMEOUT) == NOW + 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: eligible_at_s uses min(live hand-outs) + timeout; the host stays "
-                                       "held until the LATEST live hand-out times out")
 def test_with_two_urls_in_flight_the_host_is_held_until_the_later_one_times_out():
     host = HostRecord(key="h").with_handout(["a"], NOW).with_handout(["b"], NOW + 100)
     eligible = host.eligible_at_s(TIMEOUT, NOW + 200)
@@ -54,8 +52,6 @@ def test_with_two_urls_in_flight_the_host_is_held_until_the_later_one_times_out(
     assert host.eligible_at_s(TIMEOUT, eligible) <= eligible  # at the time it names, the host is eligible
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: while a URL is in flight eligible_at_s ignores next_fetch_at_s and "
-                                       "blocked_until_s, naming a time before a Retry-After/back-off block ends")
 def test_a_host_in_flight_is_never_eligible_before_its_block_ends():
     # a late result of an earlier URL blocked the host (Retry-After) while another URL is in flight
     host = HostRecord(key="h", blocked_until_s=NOW + 3600).with_handout(["b"], NOW)

@@ -189,12 +189,9 @@ def test_partition_mode_by_domain_is_accepted_without_robots_pacing(defaults):
         "fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
         "http.timeout.connect", "http.timeout.read", "http.timeout.total",
         "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
-        pytest.param("frontier.inflight.timeout.secs", marks=pytest.mark.xfail(
-            strict=True, reason="BUG: config_rules does not refuse a negative frontier.inflight.timeout.secs")),
-        pytest.param("kafka.session.timeout.secs", marks=pytest.mark.xfail(
-            strict=True, reason="BUG: config_rules does not refuse a negative kafka.session.timeout.secs")),
-        pytest.param("frontier.robots.delay.decay.secs", marks=pytest.mark.xfail(
-            strict=True, reason="BUG: config_rules does not refuse a negative frontier.robots.delay.decay.secs")),
+        ("frontier.inflight.timeout.secs"),
+        ("kafka.session.timeout.secs"),
+        ("frontier.robots.delay.decay.secs"),
     ],
 )
 def test_a_negative_delay_or_timeout_is_refused_with_its_key(defaults, key):
@@ -209,10 +206,8 @@ def test_a_negative_delay_or_timeout_is_refused_with_its_key(defaults, key):
     [
         "topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
         "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
-        pytest.param("fetcher.server.burst", marks=pytest.mark.xfail(
-            strict=True, reason="BUG: fetcher.server.burst 0 is accepted; try_take then raises ValueError on every fetch")),
-        pytest.param("topology.replication.factor", marks=pytest.mark.xfail(
-            strict=True, reason="BUG: topology.replication.factor 0 is accepted")),
+        ("fetcher.server.burst"),
+        ("topology.replication.factor"),
     ],
 )
 def test_a_count_below_one_is_refused_with_its_key(defaults, key):
