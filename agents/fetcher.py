@@ -1,8 +1,10 @@
 """Fetcher (StormCrawler's FetcherBolt): fetch topic → robots, fetch queues, HTTP, parse, WARC.
 
-The agent loop only decodes and starts one task per handed-out URL (acks are
-manual: the Kafka offset is committed only after the URL's results and
-signal are sent, so a crash re-delivers it — at-least-once). Each task waits
+The agent loop only decodes and starts one task per handed-out URL. The
+event's ack is held (one extra reference on the Kafka message) until the
+task has sent the URL's results and signal, so its offset is committed only
+then and a crash re-delivers it — at-least-once. (Faust's ``stream.noack()``
+is not used: it disables offset tracking for the whole topic.) Each task waits
 for its turn in the fetch queues (:mod:`squall.fetch_queues`: per-queue
 delay between the end of one fetch and the start of the next,
 ``fetcher.threads.number`` slots overall), then runs :func:`fetch_one`.
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents import parser
-from agents.common import deadletter
+from agents.common import deadletter, load_host
 from agents.robots import RobotsService
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
@@ -119,19 +121,25 @@ BURST: int = settings["fetcher.server.burst"]
 @app.agent(fetch_topic)
 async def fetcher(stream):
     await runtime.start()
-    async for event in stream.noack().events():
+    async for event in stream.events():
         try:
             msg = FetchMessage.from_bytes(event.value)
         except MessageError as exc:
             await deadletter(event.value, exc)
-            event.ack()
             continue
         await runtime.pending.acquire()
+        event.message.incref()  # hold the ack: the stream's own ack leaves it pending until _run acks
         asyncio.get_running_loop().create_task(_run(msg, event))
 
 
 async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
     try:
+        if load_host(msg.key).in_flight.get(msg.url) != msg.handed_out_at_s:
+            # a re-delivered hand-out whose result was already applied (the regulator freed it), or one
+            # superseded by a newer hand-out: fetching it again would only hit the host twice
+            log.info("squall: skipping stale hand-out of %s", msg.url)
+            event.ack()
+            return
         await runtime.turn(msg.key)
         signal = None
         try:
@@ -198,7 +206,7 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
         kind = SignalKind.RETRY_AFTER if kw.get("retry_after_s") else SignalKind.OTHER
         sig = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=kind, at_s=time.time(),
                             delay_s=DEFAULT_DELAY_S if requested else 0.0,
-                            retry_until_s=kw.get("retry_after_s"))
+                            retry_until_s=kw.get("retry_after_s"), handed_out_at_s=msg.handed_out_at_s)
         return [StatusMessage(url=msg.url, status=status, reason=reason.value, depth=msg.depth,
                               metadata=msg.metadata, fetched_at_s=now, **kw)], sig
 
@@ -260,5 +268,5 @@ def _messages(msg: FetchMessage, outcome: Outcome, result: FetchResult | None, f
         out.extend(links)
     signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=outcome.signal, at_s=at_s,
                            delay_s=delay_s, retry_until_s=outcome.retry_after_s if outcome.signal is SignalKind.RETRY_AFTER else None,
-                           robots_crawl_delay_s=forward_s)
+                           robots_crawl_delay_s=forward_s, handed_out_at_s=msg.handed_out_at_s)
     return out, signal

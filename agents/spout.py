@@ -12,6 +12,7 @@ table before the URLs are sent.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from agents.common import load_host, save_host
@@ -20,6 +21,7 @@ from squall.records import FetchMessage
 from squall.schedule import UrlRecord
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
 
+log = logging.getLogger("squall.spout")
 PER_BUCKET: int = settings["frontier.max.urls.per.bucket"]
 TICK_S: float = settings["frontier.tick.interval.secs"]
 TICK_RESEND_S = 5.0  # a tick not answered in this long is sent again
@@ -57,6 +59,9 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
             index.set_host_ready(key, eligible_at)
             continue
         save_host(host.with_handout([r.url for r in due], now_s))
+        for r in due:
+            if r.attempts:
+                log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)
         out.extend(FetchMessage(url=r.url, key=key, depth=r.depth, metadata=r.metadata, attempt=r.attempts,
                                 handed_out_at_s=now_s, etag=r.etag, last_modified=r.last_modified, chain=r.chain)
                    for r in due)

@@ -4,7 +4,7 @@ Pure. Combines :mod:`squall.backoff` (Retry-After, seed 002 back-off) and
 :mod:`squall.crawl_delay_policy` (seed 000 robots delay, max-observed-wins)
 into the :class:`squall.frontier.HostRecord` the spout reads:
 
-* the URL's hand-out slot is freed;
+* the URL's hand-out slot is freed (only the hand-out the signal is about);
 * ``next_fetch_at_s`` ≥ signal time + the delay in force: the fetcher's
   delay for the queue (``fetcher.server.delay`` or the robots Crawl-delay it
   applied), raised to the forwarded robots delay when a request was made;
@@ -56,7 +56,9 @@ def apply_signal(host: HostRecord, signal: SignalMessage, backoff_config: Backof
     if deprioritised(backoff, signal.at_s, backoff_config):
         # backing off for longer than frontier.backoff.ttl.secs: one hand-out per maximum back-off at most
         delay_s = max(delay_s, backoff_config.max_s)
-    in_flight = {u: t for u, t in host.in_flight.items() if u != signal.url}
+    in_flight = dict(host.in_flight)
+    if signal.handed_out_at_s is None or in_flight.get(signal.url) == signal.handed_out_at_s:
+        in_flight.pop(signal.url, None)  # a signal of an older hand-out never frees a newer one
     return replace(
         host,
         in_flight=in_flight,

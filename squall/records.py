@@ -196,7 +196,9 @@ class SignalMessage:
     Unix seconds; ``delay_s`` is the delay the fetcher had in force for the
     queue (0 when no request was made); ``robots_crawl_delay_s`` is metadata
     ``robots.crawl.delay`` (whole seconds, only when the fetcher capped a
-    Crawl-delay, seed 000).
+    Crawl-delay, seed 000); ``handed_out_at_s`` is the spout's hand-out
+    time of the fetch, so a late or re-delivered signal never frees a newer
+    hand-out of the same URL.
     """
 
     key: str
@@ -207,6 +209,7 @@ class SignalMessage:
     delay_s: float = 0.0
     retry_until_s: float | None = None
     robots_crawl_delay_s: int | None = None
+    handed_out_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
@@ -217,11 +220,13 @@ class SignalMessage:
         try:
             retry = obj.get("retry_until_s")
             robots = obj.get("robots_crawl_delay_s")
+            handed = obj.get("handed_out_at_s")
             return cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
                        kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]),
                        delay_s=float(obj.get("delay_s", 0.0)),
                        retry_until_s=None if retry is None else float(retry),
-                       robots_crawl_delay_s=None if robots is None else int(robots))
+                       robots_crawl_delay_s=None if robots is None else int(robots),
+                       handed_out_at_s=None if handed is None else float(handed))
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"bad signal message: {exc}") from None
 

@@ -77,7 +77,8 @@ deadletter_topic = _topic("deadletter")
 
 def _table(name: str, help_text: str) -> faust.TableT:
     schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
-    return app.Table(name, schema=schema, partitions=_N, help=help_text)
+    # key_type=bytes too: Faust derives the store's key serializer from key_type, not from the schema
+    return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text)
 
 
 urls_table = _table("urls", "canonical URL -> UrlRecord")
