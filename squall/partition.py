@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 from functools import cache
-from urllib.parse import urlsplit
 
 import tldextract
 
-from squall.errors import ConfigError, InvalidURL
-from squall.records import Reason
+from squall.errors import ConfigError
+from squall.urls import host_of
 
 MODES = ("byHost", "byDomain", "byIP")
 IMPLEMENTED_MODES = ("byHost", "byDomain")
@@ -84,13 +83,7 @@ def partition_key(url: str, mode: str) -> str:
         InvalidURL: ``url.host`` when the URL has no host, ``url.malformed`` when it cannot be split.
     """
     validate_mode(mode)
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        raise InvalidURL(Reason.URL_MALFORMED.value, url) from None
-    if not host:
-        raise InvalidURL(Reason.URL_HOST.value, url)
-    host = host.rstrip(".")
+    host = host_of(url).rstrip(".")
     return host if mode == "byHost" else registered_domain(host)
 
 

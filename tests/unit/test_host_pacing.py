@@ -171,3 +171,21 @@ def test_a_signal_without_a_request_does_not_apply_the_forwarded_delay():
     h = apply_signal(host(), signal(fetch_id="a", delay_s=30.0, robots_crawl_delay_s=120), BACKOFF, CRAWL_ON)
     none = apply_signal(h, signal(SignalKind.OTHER, fetch_id="b", at_s=NOW + 500, delay_s=0.0), BACKOFF, CRAWL_ON)
     assert none.next_fetch_at_s == NOW + 500  # eligible at once: no request, so no robots delay to wait
+
+
+def test_a_late_signal_of_an_older_hand_out_does_not_free_a_newer_hand_out_of_the_same_url():
+    from squall.backoff import BackoffConfig
+    from squall.crawl_delay_policy import CrawlDelayConfig
+    from squall.frontier import HostRecord
+    from squall.host_pacing import apply_signal
+    from squall.records import SignalKind, SignalMessage
+
+    host = HostRecord(key="h").with_handout(["http://h/a"], 200.0)  # handed out again at 200
+    late = SignalMessage(key="h", url="http://h/a", fetch_id="100.000000:http://h/a", kind=SignalKind.SUCCESS,
+                         at_s=150.0, delay_s=1.0, handed_out_at_s=100.0)
+    after = apply_signal(host, late, BackoffConfig(1.0, 60.0, 3600.0), CrawlDelayConfig(False, 86400, 1800.0))
+    assert after.in_flight == {"http://h/a": 200.0}
+    current = SignalMessage(key="h", url="http://h/a", fetch_id="200.000000:http://h/a", kind=SignalKind.SUCCESS,
+                            at_s=250.0, delay_s=1.0, handed_out_at_s=200.0)
+    assert apply_signal(after, current, BackoffConfig(1.0, 60.0, 3600.0),
+                        CrawlDelayConfig(False, 86400, 1800.0)).in_flight == {}
