@@ -28,8 +28,12 @@ async def regulator(stream):
         except MessageError as exc:
             await deadletter(event.value, exc)
             continue
-        host = load_host(signal.key)
-        updated = apply_signal(host, signal, BACKOFF, CRAWL_DELAY)
+        try:
+            host = load_host(signal.key)
+            updated = apply_signal(host, signal, BACKOFF, CRAWL_DELAY)
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            await deadletter(event.value, exc)
+            continue
         if updated is not host:
             save_host(updated)
         index = state.index_for_key(signal.key)

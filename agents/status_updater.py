@@ -46,7 +46,11 @@ async def status_updater(stream):
             # produced with another partitioner (e.g. kcat's default): route it to its owner
             await status_topic.send(key=key.encode(), value=event.value, partition=partition)
             continue
-        update(msg, url, key, time.time())
+        try:
+            update(msg, url, key, time.time())
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            log.exception("squall: status update of %s failed", url)
+            await deadletter(event.value, exc)
 
 
 def update(msg: StatusMessage, url: str, key: str, now_s: float) -> None:

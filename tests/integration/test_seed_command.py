@@ -1,0 +1,44 @@
+"""`squall seed` through the broker: bad lines are named and skipped, the rest are seeded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from squall.kafka_admin import read_topic
+from squall.settings import ROOT
+
+
+def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bootstrap: str):
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(f'kafka.bootstrap.servers: "{kafka_bootstrap}"\ntopology.id: "seedtest-{tmp_path.name[-8:]}"\n'
+                    "topology.partitions: 4\n", encoding="utf-8")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("# a comment\n"
+                     "https://Example.COM:443/a#frag\n"
+                     "\n"
+                     "mailto:someone@example.com\n"
+                     "http://exa mple.com/\n"
+                     "https://example.org/b\tsource=list-1\n"
+                     "https://example.org/c\tnot-a-pair\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "squall.cli", "--conf", str(conf), "seed", str(seeds)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    assert run.returncode == 1, run.stderr
+    assert "line 4: invalid URL 'mailto:someone@example.com': url.scheme" in run.stderr
+    assert "line 5: invalid URL 'http://exa mple.com/'" in run.stderr
+    assert "line 7: metadata 'not-a-pair' is not key=value" in run.stderr
+    assert "2 URL(s) sent" in run.stdout and "3 line(s) rejected" in run.stdout
+
+    async def messages() -> list[tuple[bytes, dict]]:
+        topic = f"seedtest-{tmp_path.name[-8:]}-status"
+        return [(k, json.loads(v)) async for k, v in read_topic(kafka_bootstrap, topic)]
+
+    got = sorted(asyncio.run(messages()), key=lambda kv: kv[1]["url"])
+    assert [(k, m["url"], m["seed"], m["metadata"]) for k, m in got] == [
+        (b"example.com", "https://example.com/a", True, {}),
+        (b"example.org", "https://example.org/b", True, {"source": ["list-1"]}),
+    ]
