@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from squall.kafka_admin import read_topic
@@ -13,8 +14,9 @@ from squall.settings import ROOT
 
 
 def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bootstrap: str):
+    topology_id = f"seedtest-{uuid.uuid4().hex[:10]}"  # fresh topics even on a long-lived broker
     conf = tmp_path / "conf.yaml"
-    conf.write_text(f'kafka.bootstrap.servers: "{kafka_bootstrap}"\ntopology.id: "seedtest-{tmp_path.name[-8:]}"\n'
+    conf.write_text(f'kafka.bootstrap.servers: "{kafka_bootstrap}"\ntopology.id: "{topology_id}"\n'
                     "topology.partitions: 4\n", encoding="utf-8")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("# a comment\n"
@@ -34,7 +36,7 @@ def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bo
     assert "2 URL(s) sent" in run.stdout and "3 line(s) rejected" in run.stdout
 
     async def messages() -> list[tuple[bytes, dict]]:
-        topic = f"seedtest-{tmp_path.name[-8:]}-status"
+        topic = f"{topology_id}-status"
         return [(k, json.loads(v)) async for k, v in read_topic(kafka_bootstrap, topic)]
 
     got = sorted(asyncio.run(messages()), key=lambda kv: kv[1]["url"])
