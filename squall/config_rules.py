@@ -40,7 +40,7 @@ def validate(values: Mapping[str, Any]) -> None:
             raise ConfigError(key, f"must not be negative, got {values[key]}")
     for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
                 "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
-                "topology.replication.factor", "fetcher.server.burst"):
+                "topology.replication.factor", "fetcher.server.burst", "topology.web.port"):
         if values[key] < 1:
             raise ConfigError(key, f"must be at least 1, got {values[key]}")
     if values["kafka.session.timeout.secs"] <= 0:

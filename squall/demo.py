@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         _cleanup("worker", crawl.stop if crawl is not None else None)
         _cleanup("site", served.close if served is not None else None)
         if broker_started:
-            _cleanup(f"local broker at {bootstrap}", lambda: kafka_local.down(bootstrap))
+            _cleanup(f"local broker at {bootstrap}", lambda: kafka_local.down(bootstrap, wipe=True))
 
 
 def _cleanup(what: str, stop: Any) -> None:

@@ -57,8 +57,9 @@ app = faust.App(
     broker_session_timeout=settings["kafka.session.timeout.secs"],
     broker_heartbeat_interval=min(3.0, settings["kafka.session.timeout.secs"] / 3),
     consumer_auto_offset_reset="earliest",
-    web_enabled=settings["topology.web.port"] > 0,
-    web_port=settings["topology.web.port"] or 6066,
+    # `faust worker` starts Faust's web server unless given --without-web; never on all interfaces
+    web_port=settings["topology.web.port"],
+    web_bind="127.0.0.1",
     origin="topology",
     stream_wait_empty=True,
 )
