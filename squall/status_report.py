@@ -161,6 +161,9 @@ def _status_command(args: argparse.Namespace) -> int:
     else:
         report = asyncio.run(collect(settings))
     print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text())
+    if not report.by_status and not args.json:
+        print(f"(no URL records for topology.id {settings['topology.id']!r} at {settings['kafka.bootstrap.servers']}: "
+              "nothing seeded yet, or another configuration? see $SQUALL_CONF / squall --conf)")
     if args.wait_idle and not report.idle:
         print("squall status: not idle before the timeout", file=sys.stderr)
         return 1

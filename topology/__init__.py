@@ -37,9 +37,13 @@ import os
 
 import faust
 
+from squall.errors import ConfigError
 from squall.settings import load_settings
 
-settings = load_settings()
+try:
+    settings = load_settings()
+except ConfigError as exc:  # a clear one-line message instead of a traceback from `faust -A topology`
+    raise SystemExit(f"squall: configuration error: {exc}") from None
 
 _ID = settings["topology.id"]
 _N = settings["topology.partitions"]
