@@ -150,10 +150,27 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
             await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
         event.ack()
-    except Exception:  # never let one URL kill the worker; un-acked, it is re-delivered after a restart
+    except Exception:  # a bug must not kill the worker nor hold the host: fail the URL transiently
         log.exception("squall: fetch of %s failed unexpectedly", msg.url)
+        await _fail_transiently(msg, event)
     finally:
         runtime.pending.release()
+
+
+async def _fail_transiently(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
+    """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
+    now = time.time()
+    try:
+        status = StatusMessage(url=msg.url, status=Status.FETCH_ERROR, reason=Reason.FETCH_PROTOCOL.value,
+                               depth=msg.depth, metadata=msg.metadata, fetched_at_s=now, chain=msg.chain)
+        signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=f"{msg.handed_out_at_s:.6f}:{msg.url}",
+                               kind=SignalKind.OTHER, at_s=now, delay_s=DEFAULT_DELAY_S,
+                               handed_out_at_s=msg.handed_out_at_s)
+        await status_topic.send(key=msg.key.encode(), value=status.to_bytes())
+        await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
+        event.ack()
+    except Exception:  # un-acked: re-delivered to the partition's next owner
+        log.exception("squall: could not report the failure of %s", msg.url)
 
 
 async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001 (faust Event, kept alive)
