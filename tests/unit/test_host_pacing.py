@@ -189,3 +189,21 @@ def test_a_late_signal_of_an_older_hand_out_does_not_free_a_newer_hand_out_of_th
                             at_s=250.0, delay_s=1.0, handed_out_at_s=200.0)
     assert apply_signal(after, current, BackoffConfig(1.0, 60.0, 3600.0),
                         CrawlDelayConfig(False, 86400, 1800.0)).in_flight == {}
+
+
+def test_a_host_backing_off_longer_than_the_ttl_gets_hand_outs_spaced_by_the_maximum_back_off():
+    from squall.backoff import BackoffConfig
+    from squall.crawl_delay_policy import CrawlDelayConfig
+    from squall.frontier import HostRecord
+    from squall.host_pacing import apply_signal
+    from squall.records import SignalKind, SignalMessage
+
+    config = BackoffConfig(1.0, 60.0, 3600.0)
+    crawl = CrawlDelayConfig(False, 86400, 1800.0)
+    host = HostRecord(key="h", backoff={"attempts": 12, "blocked_until_s": 0.0, "backing_off_since_s": 0.0})
+    young = SignalMessage(key="h", url="http://h/a", fetch_id="1", kind=SignalKind.OTHER, at_s=3599.0, delay_s=1.0)
+    assert apply_signal(host, young, config, crawl).next_fetch_at_s == 3600.0  # within the TTL: the normal delay
+    old = SignalMessage(key="h", url="http://h/a", fetch_id="2", kind=SignalKind.OTHER, at_s=3600.0, delay_s=1.0)
+    assert apply_signal(host, old, config, crawl).next_fetch_at_s == 3660.0   # past it: the maximum back-off
+    ok = SignalMessage(key="h", url="http://h/a", fetch_id="3", kind=SignalKind.SUCCESS, at_s=3600.0, delay_s=1.0)
+    assert apply_signal(host, ok, config, crawl).next_fetch_at_s == 3601.0    # a success ends it
