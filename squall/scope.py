@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from squall.errors import ConfigError
+from squall.errors import ConfigError, InvalidURL
 from squall.partition import is_public_suffix
 from squall.records import Reason
-from squall.traps import TrapConfig, check_path, check_query
+from squall.traps import TrapConfig, check_url
+from squall.urls import idna_host
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ def _host_name(name: Any) -> str:
         text = text[1:-1]
     if not text.isascii():
         try:
-            text = text.encode("idna").decode("ascii")   # the same IDNA codec w3lib uses
-        except UnicodeError:
+            text = idna_host(text)   # IDNA 2008 / UTS 46, as canonical URLs spell hosts
+        except InvalidURL:
             pass
     return text
 
@@ -140,7 +141,7 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
         return Reason.TRAP_DEPTH
     if config.max_query_params != -1 and _query_params(parts.query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
-    shape = check_query(parts.query, config.traps) or check_path(parts.path, config.traps)
+    shape = check_url(url, config.traps)
     if shape is not None:
         return shape
     if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:

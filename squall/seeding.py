@@ -49,9 +49,10 @@ def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iter
             k, v = pair.split("=", 1)
             metadata.setdefault(k.strip(), []).append(v)
         try:
-            yield SeedLine(lineno, url=canonicalize(url, normalizer), metadata=metadata)
+            yield SeedLine(lineno, url=canonicalize(url, normalizer, seed=True), metadata=metadata)
         except InvalidURL as exc:
-            yield SeedLine(lineno, error=f"invalid URL {url!r}: {exc.reason}")
+            hint = f": {exc.detail}" if exc.detail else ""
+            yield SeedLine(lineno, error=f"invalid URL {url!r}: {exc.reason}{hint}")
 
 
 async def produce_seeds(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)

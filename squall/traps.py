@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from squall.errors import ConfigError
 from squall.records import Reason
@@ -110,6 +110,12 @@ def check_query(query: str, config: TrapConfig) -> Reason | None:
     if names and max(names.values()) > config.max_query_param_copies:
         return Reason.TRAP_REPEATED_QUERY_PARAM
     return None
+
+
+def check_url(url: str, config: TrapConfig) -> Reason | None:
+    """:func:`check_query`, then :func:`check_path`, of a canonical ``url``; ``None`` when both admit it."""
+    parts = urlsplit(url)
+    return check_query(parts.query, config) or check_path(parts.path, config)
 
 
 def max_copies(segments: Sequence[str], shortest: int, longest: int) -> int:
