@@ -64,7 +64,7 @@ async def test_each_address_is_a_host_and_every_request_is_recorded(tmp_path, se
         assert server.seeds == [f"http://{A}:{server.port}/", f"http://{B}:{server.port}/"]
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert logged == reqs
-    assert set(logged[0]) == {"host", "ip", "path", "method", "t", "ua", "status"}
+    assert set(logged[0]) == {"host", "ip", "path", "method", "t", "ua", "status", "if_none_match"}
 
 
 async def test_a_request_is_timestamped_when_it_arrives_not_when_it_is_answered(session):
