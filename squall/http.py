@@ -121,7 +121,7 @@ class FetchResult:
 
     ``url``: the URL requested. ``headers``: response headers in received
     order, names and values decoded as Latin-1 (``.encode("latin-1")`` gives
-    the bytes back, for WARC). ``body``: decoded (gzip/deflate/br undone),
+    the bytes back, for WARC). ``body``: decoded (gzip/deflate/br/zstd and stacks of them undone),
     at most ``http.content.limit`` bytes; ``truncated`` when more was sent.
     Note that ``headers`` still carry the server's ``Content-Encoding`` and
     ``Content-Length`` of the encoded body. ``ip``: the judged address

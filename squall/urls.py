@@ -174,8 +174,8 @@ def _clean_authority(text: str, url: str, seed: bool) -> str:
     if "@" in netloc:
         if seed:
             raise InvalidURL(Reason.URL_USERINFO.value, url,
-                             "a seed must not carry user:password@ (a credential in a seed list is refused; "
-                             "links with userinfo are crawled without it)")
+                             "a seed must not carry user:password@: a credential in a seed list is refused; "
+                             "links with userinfo are crawled without it")
         netloc = netloc.rpartition("@")[2]
     if netloc.startswith("["):
         host, port = netloc, ""   # IPv6 literal: validated later
