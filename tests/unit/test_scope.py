@@ -230,3 +230,10 @@ def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
     with pytest.raises(ConfigError) as caught:
         ScopeConfig.from_settings(settings(**{key.replace(".", "__"): value}))
     assert caught.value.key == key
+
+
+def test_allow_lists_spell_idn_hosts_as_canonical_urls_do_with_idna_2008() -> None:
+    config = ScopeConfig.from_settings(settings(urlfilters__hosts__allow=["Faß.de"]))
+    assert config.hosts_allow == {"xn--fa-hia.de"}
+    assert admit("http://xn--fa-hia.de/", config, host_seeded=False) is None
+    assert admit("http://fass.de/", config, host_seeded=False) is Reason.SCOPE_HOST

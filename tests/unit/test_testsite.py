@@ -302,3 +302,15 @@ async def test_the_cli_prints_seeds_serves_and_stops_on_sigterm(tmp_path, sessio
     assert rc == 0
     (entry,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert (entry["ip"], entry["path"], entry["status"]) == (B, "/", 200)
+
+
+async def test_robots_with_an_etag_answers_a_matching_if_none_match_with_304(session):
+    robots = RobotsSpec(text="User-agent: *\nDisallow: /x\n", etag='"v1"')
+    async with RecordingServer(site({}, robots)) as server:
+        status, headers, body = await get(session, server.base_url(A) + "/robots.txt")
+        assert (status, headers["ETag"], body) == (200, '"v1"', b"User-agent: *\nDisallow: /x\n")
+        status, _, body = await get(session, server.base_url(A) + "/robots.txt", headers={"If-None-Match": '"v1"'})
+        assert (status, body) == (304, b"")
+        status, _, _ = await get(session, server.base_url(A) + "/robots.txt", headers={"If-None-Match": '"v0"'})
+        assert status == 200
+        assert [r["if_none_match"] for r in server.requests] == [None, '"v1"', '"v0"']
