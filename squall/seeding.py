@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from squall.errors import InvalidURL
 from squall.partition import partition_key
 from squall.records import StatusMessage
 from squall.urls import NormalizerConfig, canonicalize
+
+
+_USERINFO = re.compile(r"//[^/?#\\]*@")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iter
             yield SeedLine(lineno, url=canonicalize(url, normalizer, seed=True), metadata=metadata)
         except InvalidURL as exc:
             hint = f": {exc.detail}" if exc.detail else ""
-            yield SeedLine(lineno, error=f"invalid URL {url!r}: {exc.reason}{hint}")
+            shown = _USERINFO.sub("//***@", url)   # never echo a credential into logs
+            yield SeedLine(lineno, error=f"invalid URL {shown!r}: {exc.reason}{hint}")
 
 
 async def produce_seeds(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)
