@@ -50,6 +50,9 @@ class Reason(str, Enum):
     TRAP_HOST_CAP = "trap.host_cap"
     TRAP_QUERY_PARAMS = "trap.query_params"
     TRAP_REPEATED_SEGMENTS = "trap.repeated_segments"
+    TRAP_REPEATED_RUN = "trap.repeated_run"
+    TRAP_HOST_SEGMENT = "trap.host_segment"
+    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param"
     # robots.txt (RFC 9309) and Crawl-delay (seed 000)
     ROBOTS_DENIED = "robots.denied"          # disallowed by the rules
     ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt unreachable: complete disallow, the URL waits (§2.3.1.4)
