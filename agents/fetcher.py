@@ -27,6 +27,7 @@ from pathlib import Path
 from agents import parser
 from agents.common import deadletter, load_host
 from agents.robots import RobotsService
+from agents.sitemaps import emit_robots_sitemaps
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.fetch_queues import FetchQueues
@@ -178,9 +179,10 @@ async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001
     try:
         await runtime.turn(key)
         try:
-            await runtime.robots.refresh(origin, runtime.http)
+            entry, _ = await runtime.robots.refresh(origin, runtime.http)
         finally:
             runtime.done(key)
+        await emit_robots_sitemaps(origin, entry, key)  # sitemap hook: Sitemap: lines → DISCOVERED (marked)
     except Exception:
         log.exception("squall: background refresh of robots.txt for %s failed", origin)
     finally:
@@ -212,6 +214,7 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
         except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
             return _messages(msg, classify_failure(exc.reason), None, fetch_id, time.time(), 0.0, None)
         requested = True  # robots.txt was a request to this host: the page waits the delay too
+        await emit_robots_sitemaps(origin, known[0], msg.key)  # sitemap hook: Sitemap: lines → DISCOVERED (marked)
     elif known[0].needs_refresh(time.time(), ROBOTS) and origin not in runtime.refreshing:
         # still fresh: use it now, refresh in the background (created here, so it carries this event)
         runtime.refreshing.add(origin)
@@ -282,6 +285,7 @@ def _messages(msg: FetchMessage, outcome: Outcome, result: FetchResult | None, f
     if outcome.parse and result is not None:
         recorded, links = parser.parse(result, depth=msg.depth, metadata=metadata)
         out[0].metadata.update(recorded)
+        out[0] = parser.settle(out[0])  # sitemap hook: a broken sitemap ends ERROR with its reason
         out.extend(links)
     signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=outcome.signal, at_s=at_s,
                            delay_s=delay_s, retry_until_s=outcome.retry_after_s if outcome.signal is SignalKind.RETRY_AFTER else None,

@@ -67,6 +67,10 @@ class Reason(str, Enum):
     FETCH_PROTOCOL = "fetch.protocol"
     FETCH_BLOCKED_ADDRESS = "fetch.blocked_address"
     FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
+    # sitemaps (squall.sitemaps): fetched, but not a usable sitemap
+    SITEMAP_MALFORMED = "sitemap.malformed"
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
+    SITEMAP_TOO_BIG = "sitemap.too_big"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

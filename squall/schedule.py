@@ -20,6 +20,13 @@ Rules (seed 003: transient vs permanent failures; StormCrawler keys):
   rescheduled at its Retry-After/back-off time and is *not* counted as a
   fetch failure (only its attempt count grows).
 * ERROR: next fetch after ``fetchInterval.error`` minutes (-1: never).
+* Sitemaps (:mod:`squall.sitemaps`): a FETCHED URL whose record carries
+  ``sitemap.changefreq`` is revisited after that interval instead of
+  ``fetchInterval.default`` (``sitemap.changefreq.revisit``); a DISCOVERED
+  message for a known FETCHED / REDIRECTION URL whose ``sitemap.lastmod``
+  is newer than the last fetch makes it due at that lastmod (so at once)
+  and records its ``sitemap.*`` metadata — idempotent, and a no-op once the
+  URL was fetched after that lastmod.
 * DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
   ``retry_after_s``" (robots.txt unavailable: the host waits).
 """
@@ -31,6 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from squall.records import Reason, Status, StatusMessage
+from squall.sitemaps import CHANGEFREQ_KEY, LASTMOD_KEY, changefreq_interval_s, lastmod_of
 
 SEED_PRIORITY = 1
 DISCOVERED_PRIORITY = 0
@@ -44,6 +52,7 @@ class ScheduleConfig:
     fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
     error_interval_s: float | None        # fetchInterval.error; None = never
     max_fetch_errors: int                 # max.fetch.errors
+    changefreq_revisit: bool = False      # sitemap.changefreq.revisit
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
@@ -52,7 +61,8 @@ class ScheduleConfig:
             return None if value < 0 else float(value) * 60.0
 
         return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
-                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]))
+                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]),
+                   bool(settings["sitemap.changefreq.revisit"]))
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,7 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     """
     at = msg.fetched_at_s
     if at is None:
-        return record  # a rediscovery: exact dedup on the canonical URL
+        return _listed_again(record, msg)  # a rediscovery: exact dedup, unless a sitemap says it changed
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
@@ -130,7 +140,7 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     attempts = record.attempts + 1
     if msg.status is Status.FETCHED:
         return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0,
-                       next_fetch_at_s=_after(at, config.default_interval_s),
+                       next_fetch_at_s=_after(at, _revisit_interval_s(meta, config)),
                        etag=msg.etag or (record.etag if msg.not_modified else None),
                        last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
     if msg.status is Status.REDIRECTION:
@@ -154,6 +164,30 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
     counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
     return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+
+
+def _revisit_interval_s(metadata: Mapping[str, list[str]], config: ScheduleConfig) -> float | None:
+    """Revisit interval of a FETCHED URL: its sitemap changefreq when known and enabled, else the default."""
+    if config.changefreq_revisit:
+        known, interval_s = changefreq_interval_s(metadata)
+        if known:
+            return interval_s
+    return config.default_interval_s
+
+
+def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
+    """A known URL listed again by a sitemap: due at its lastmod when that is newer than the last fetch."""
+    lastmod_s = lastmod_of(msg.metadata)
+    if (lastmod_s is None or record.status not in (Status.FETCHED, Status.REDIRECTION)
+            or record.last_fetch_at_s is None or lastmod_s <= record.last_fetch_at_s):
+        return record
+    if record.next_fetch_at_s is not None and record.next_fetch_at_s <= lastmod_s:
+        return record  # already due by then
+    metadata = dict(record.metadata)
+    for key in (LASTMOD_KEY, CHANGEFREQ_KEY):
+        if key in msg.metadata:
+            metadata[key] = list(msg.metadata[key])
+    return replace(record, next_fetch_at_s=lastmod_s, metadata=metadata)
 
 
 def _after(at_s: float, interval_s: float | None) -> float | None:
