@@ -36,7 +36,7 @@ import io
 import math
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -54,7 +54,7 @@ from squall.urls import NormalizerConfig, canonicalize
 __all__ = [
     "SITEMAP_KEY", "LEVEL_KEY", "SitemapConfig", "SitemapEntry", "SitemapDocument", "is_marked",
     "read_sitemap", "gunzip_limited", "robots_sitemaps", "discovery_urls", "discovery_statuses",
-    "listed_statuses", "settle_status", "record_priority", "changefreq_interval_s", "parse_w3c_datetime", "lastmod_of",
+    "listed_statuses", "judge_entries", "settle_status", "record_priority", "changefreq_interval_s", "parse_w3c_datetime", "lastmod_of",
 ]
 
 SITEMAP_KEY = "isSitemap"          # StormCrawler's marker: this URL is read as a sitemap
@@ -406,13 +406,58 @@ def _level(metadata: Mapping[str, Sequence[str]]) -> int:
         return 0
 
 
+def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
+                  inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
+                  normalizer: NormalizerConfig) -> Iterator[tuple[str, StatusMessage | str]]:
+    """``(loc, message or refusal reason)`` for each entry of ``doc``, in order; see :func:`listed_statuses`.
+
+    A refusal is ``url.*`` (from :func:`squall.urls.canonicalize`),
+    ``sitemap.duplicate``, ``sitemap.too_old`` or ``sitemap.too_deep``.
+    """
+    child_level = _level(metadata) + 1
+    seen: set[str] = {sitemap_url}
+    for entry in doc.entries:
+        try:
+            url = canonicalize(urljoin(sitemap_url, entry.loc), normalizer)
+        except InvalidURL as exc:
+            yield entry.loc, exc.reason
+            continue
+        except ValueError:
+            yield entry.loc, Reason.URL_MALFORMED.value
+            continue
+        if url in seen:
+            yield entry.loc, "sitemap.duplicate"
+            continue
+        seen.add(url)
+        if doc.kind == "index":
+            if child_level > config.max_nesting:
+                yield entry.loc, "sitemap.too_deep"
+                continue
+            yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY, metadata={
+                **inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]})
+            continue
+        lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
+        if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
+            yield entry.loc, "sitemap.too_old"
+            continue
+        meta = dict(inherited)
+        if lastmod is not None:
+            meta[LASTMOD_KEY] = [_iso(lastmod)]
+        if entry.changefreq:
+            meta[CHANGEFREQ_KEY] = [entry.changefreq]
+        if entry.priority is not None:
+            meta[PRIORITY_KEY] = [f"{entry.priority:g}"]
+        yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=record_priority(entry.priority), metadata=meta)
+
+
 def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
                     inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
                     normalizer: NormalizerConfig) -> tuple[dict[str, list[str]], list[StatusMessage]]:
     """(metadata recorded on the sitemap, DISCOVERED messages) of one read sitemap.
 
-    ``metadata``: the sitemap URL's own (its ``sitemap.level``);
-    ``inherited``: what ``metadata.transfer`` passes to what it lists.
+    ``sitemap_url``: the canonical URL of the sitemap (base of relative
+    locs); ``metadata``: its own (its ``sitemap.level``); ``inherited``:
+    what ``metadata.transfer`` passes to what it lists.
 
     * urlset / text: each canonical URL at ``depth + 1`` with
       ``sitemap.lastmod`` (ISO UTC; a lastmod more than a day in the future
@@ -425,42 +470,18 @@ def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metad
 
     Recorded (``parse.*``, persisted by default): ``parse.sitemap.kind``,
     ``parse.sitemap.urls`` (messages made), ``parse.sitemap.dropped``
-    (over ``max_urls``, no loc, invalid URL, too old, too deep) and
-    ``parse.sitemap.error`` (the reason, see :func:`settle_status`).
+    (over ``max_urls``, no loc, invalid URL, too old, too deep; duplicates
+    are not counted) and ``parse.sitemap.error`` (the reason, see
+    :func:`settle_status`).
     """
-    level = _level(metadata)
     dropped = doc.dropped
     out: list[StatusMessage] = []
-    seen: set[str] = {sitemap_url}
-    child_level = level + 1
-    for entry in doc.entries:
-        try:
-            url = canonicalize(urljoin(sitemap_url, entry.loc), normalizer)
-        except (InvalidURL, ValueError):
+    for _, verdict in judge_entries(doc, sitemap_url=sitemap_url, depth=depth, metadata=metadata,
+                                    inherited=inherited, now_s=now_s, config=config, normalizer=normalizer):
+        if isinstance(verdict, StatusMessage):
+            out.append(verdict)
+        elif verdict != "sitemap.duplicate":
             dropped += 1
-            continue
-        if url in seen:
-            continue
-        seen.add(url)
-        if doc.kind == "index":
-            if child_level > config.max_nesting:
-                dropped += 1
-                continue
-            out.append(StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY,
-                                     metadata={**inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]}))
-            continue
-        lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
-        if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
-            dropped += 1
-            continue
-        meta = dict(inherited)
-        if lastmod is not None:
-            meta[LASTMOD_KEY] = [_iso(lastmod)]
-        if entry.changefreq:
-            meta[CHANGEFREQ_KEY] = [entry.changefreq]
-        if entry.priority is not None:
-            meta[PRIORITY_KEY] = [f"{entry.priority:g}"]
-        out.append(StatusMessage(url=url, depth=depth + 1, priority=record_priority(entry.priority), metadata=meta))
     recorded = {"parse.sitemap.kind": [doc.kind or "none"], "parse.sitemap.urls": [str(len(out))],
                 "parse.sitemap.dropped": [str(dropped)]}
     if doc.error is not None:
