@@ -26,7 +26,9 @@ Rules (seed 003: transient vs permanent failures; StormCrawler keys):
   message for a known FETCHED / REDIRECTION URL whose ``sitemap.lastmod``
   is newer than the last fetch makes it due at that lastmod (so at once)
   and records its ``sitemap.*`` metadata — idempotent, and a no-op once the
-  URL was fetched after that lastmod.
+  URL was fetched after that lastmod. A known URL that a robots.txt or an
+  index now names as a sitemap takes the ``isSitemap`` marker (due again if
+  it was fetched as a page, or at once after a fetch handed out unmarked).
 * DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
   ``retry_after_s``" (robots.txt unavailable: the host waits).
 """
@@ -38,7 +40,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from squall.records import Reason, Status, StatusMessage
-from squall.sitemaps import CHANGEFREQ_KEY, LASTMOD_KEY, changefreq_interval_s, lastmod_of
+from squall.sitemaps import (
+    CHANGEFREQ_KEY,
+    LASTMOD_KEY,
+    LEVEL_KEY,
+    SITEMAP_KEY,
+    changefreq_interval_s,
+    is_marked,
+    lastmod_of,
+)
 
 SEED_PRIORITY = 1
 DISCOVERED_PRIORITY = 0
@@ -140,7 +150,7 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     attempts = record.attempts + 1
     if msg.status is Status.FETCHED:
         return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0,
-                       next_fetch_at_s=_after(at, _revisit_interval_s(meta, config)),
+                       next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
                        etag=msg.etag or (record.etag if msg.not_modified else None),
                        last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
     if msg.status is Status.REDIRECTION:
@@ -175,8 +185,26 @@ def _revisit_interval_s(metadata: Mapping[str, list[str]], config: ScheduleConfi
     return config.default_interval_s
 
 
+def _read_as_page_too_early(metadata: Mapping[str, list[str]], msg: StatusMessage) -> bool:
+    """The record became a sitemap while this fetch of it, handed out unmarked, was in flight."""
+    return is_marked(metadata) and not is_marked(msg.metadata)
+
+
 def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
-    """A known URL listed again by a sitemap: due at its lastmod when that is newer than the last fetch."""
+    """A known URL discovered again: changes only when a sitemap says something new about it.
+
+    * Marked as a sitemap (``isSitemap``) while the record is not (it was
+      first found as a link): the record takes the marker and, if already
+      fetched, is due again at once so it is read as a sitemap.
+    * Listed with a ``sitemap.lastmod`` newer than its last fetch (FETCHED
+      or REDIRECTION): due at that lastmod (so at once), ``sitemap.*`` kept.
+    """
+    if is_marked(msg.metadata) and not is_marked(record.metadata):
+        metadata = {**record.metadata, SITEMAP_KEY: ["true"], LEVEL_KEY: list(msg.metadata.get(LEVEL_KEY, ["0"]))}
+        due = record.next_fetch_at_s
+        if record.last_fetch_at_s is not None and (due is None or due > record.last_fetch_at_s):
+            due = record.last_fetch_at_s  # in the past: due at once
+        return replace(record, metadata=metadata, next_fetch_at_s=due)
     lastmod_s = lastmod_of(msg.metadata)
     if (lastmod_s is None or record.status not in (Status.FETCHED, Status.REDIRECTION)
             or record.last_fetch_at_s is None or lastmod_s <= record.last_fetch_at_s):

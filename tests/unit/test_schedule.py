@@ -360,3 +360,29 @@ def test_a_sitemap_lastmod_not_newer_than_the_last_fetch_changes_nothing(lastmod
 def test_a_sitemap_lastmod_does_not_touch_a_url_not_yet_fetched():
     rec = discovered()
     assert apply(rec, listed_again("2030-01-01"), CONFIG) is rec
+
+
+def marked_again() -> StatusMessage:
+    return StatusMessage(url=URL, metadata={"isSitemap": ["true"], "sitemap.level": ["1"]})
+
+
+def test_a_url_fetched_as_a_page_and_then_named_a_sitemap_takes_the_marker_and_is_due_again_once():
+    fetched = apply(discovered(metadata={"k": ["v"]}), result(Status.FETCHED, NOW, http_status=200), CONFIG)
+    marked = apply(fetched, marked_again(), CONFIG)
+    assert marked.metadata == {"k": ["v"], "isSitemap": ["true"], "sitemap.level": ["1"]}
+    assert marked.next_fetch_at_s == NOW  # its last fetch: due at once
+    assert apply(marked, marked_again(), CONFIG) is marked
+
+
+def test_a_url_not_yet_fetched_and_named_a_sitemap_only_takes_the_marker():
+    marked = apply(discovered(), marked_again(), CONFIG)
+    assert marked.next_fetch_at_s == NOW and marked.metadata["isSitemap"] == ["true"]
+
+
+def test_a_page_fetch_in_flight_when_its_url_was_named_a_sitemap_is_followed_by_a_fetch_at_once():
+    marked = apply(discovered(), marked_again(), CONFIG)  # marked while the unmarked hand-out was in flight
+    fetched = apply(marked, result(Status.FETCHED, NOW + 5, http_status=200), CONFIG)
+    assert fetched.next_fetch_at_s == NOW + 5 and fetched.metadata["isSitemap"] == ["true"]
+    as_sitemap = apply(fetched, result(Status.FETCHED, NOW + 10, http_status=200,
+                                       metadata={"isSitemap": ["true"]}), CONFIG)
+    assert as_sitemap.next_fetch_at_s == NOW + 10 + 1440 * MIN
