@@ -418,7 +418,9 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
     seen: set[str] = {sitemap_url}
     for entry in doc.entries:
         try:
-            url = canonicalize(urljoin(sitemap_url, entry.loc), normalizer)
+            absolute = entry.loc if entry.loc[:8].lower().startswith(("http://", "https://")) else urljoin(
+                sitemap_url, entry.loc)  # sitemaps.org wants absolute locs; urljoin only for the others
+            url = canonicalize(absolute, normalizer)
         except InvalidURL as exc:
             yield entry.loc, exc.reason
             continue
