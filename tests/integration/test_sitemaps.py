@@ -73,7 +73,8 @@ def _site() -> SiteSpec:
 def test_pages_listed_only_in_sitemaps_are_crawled_politely_and_broken_sitemaps_end_with_a_reason(site, crawl):
     served = site(_site())
     port = served.server.port
-    c = crawl(**{"fetcher.server.delay": DELAY_S, "fetchInterval.fetch.error": RETRY_MIN})
+    c = crawl(**{"fetcher.server.delay": DELAY_S, "fetchInterval.fetch.error": RETRY_MIN,
+                 "sitemap.default.path": "/sitemap.xml"})
     c.start_worker()
     assert c.seed(served.seeds) == 2
     report = c.wait_idle(timeout_s=240)

@@ -273,4 +273,4 @@ def test_bad_sitemap_settings_name_their_key(key, value):
 
 def test_sitemap_config_from_the_defaults():
     config = SitemapConfig.from_settings(load_settings(overrides={"sitemap.filter.hours.since.modified": 24}))
-    assert config.max_urls == 50000 and config.default_path == "/sitemap.xml" and config.max_age_s == 86400.0
+    assert config.max_urls == 50000 and config.default_path == "" and config.max_age_s == 86400.0
