@@ -71,6 +71,10 @@ class Reason(str, Enum):
     SITEMAP_MALFORMED = "sitemap.malformed"
     SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
     SITEMAP_TOO_BIG = "sitemap.too_big"
+    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
+    SITEMAP_DUPLICATE = "sitemap.duplicate"
+    SITEMAP_TOO_OLD = "sitemap.too_old"
+    SITEMAP_TOO_DEEP = "sitemap.too_deep"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

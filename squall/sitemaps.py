@@ -428,19 +428,19 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
             yield entry.loc, Reason.URL_MALFORMED.value
             continue
         if url in seen:
-            yield entry.loc, "sitemap.duplicate"
+            yield entry.loc, Reason.SITEMAP_DUPLICATE.value
             continue
         seen.add(url)
         if doc.kind == "index":
             if child_level > config.max_nesting:
-                yield entry.loc, "sitemap.too_deep"
+                yield entry.loc, Reason.SITEMAP_TOO_DEEP.value
                 continue
             yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY, metadata={
                 **inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]})
             continue
         lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
         if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
-            yield entry.loc, "sitemap.too_old"
+            yield entry.loc, Reason.SITEMAP_TOO_OLD.value
             continue
         meta = dict(inherited)
         if lastmod is not None:
@@ -482,7 +482,7 @@ def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metad
                                     inherited=inherited, now_s=now_s, config=config, normalizer=normalizer):
         if isinstance(verdict, StatusMessage):
             out.append(verdict)
-        elif verdict != "sitemap.duplicate":
+        elif verdict != Reason.SITEMAP_DUPLICATE.value:
             dropped += 1
     recorded = {"parse.sitemap.kind": [doc.kind or "none"], "parse.sitemap.urls": [str(len(out))],
                 "parse.sitemap.dropped": [str(dropped)]}
