@@ -11,9 +11,10 @@ Sources of the rules:
 * sitemaps.org protocol 0.9: ``<urlset>`` of ``<url>`` (``loc``, ``lastmod``
   in W3C Datetime, ``changefreq``, ``priority`` 0.0–1.0, default 0.5),
   ``<sitemapindex>`` of ``<sitemap>`` (``loc``, ``lastmod``), a plain text
-  file of one URL a line, any of them gzip-compressed; at most 50 000 URLs
-  and 50 MB uncompressed per file (``sitemap.max.urls``; the size is
-  ``http.content.limit``). RSS and Atom feeds are not read (wrong type).
+  file of one URL a line, an RSS 2.0 or Atom 0.3/1.0 feed (the protocol
+  accepts them: item/entry link, pubDate/updated as lastmod), any of them
+  gzip-compressed; at most 50 000 URLs and 50 MB uncompressed per file
+  (``sitemap.max.urls``; the size is ``http.content.limit``).
 * RFC 9309 §2.2.4: ``Sitemap:`` lines of robots.txt are not part of any group
   (Protego exposes them); a relative one is resolved against robots.txt.
 * StormCrawler keys ``sitemap.discovery`` and
@@ -24,14 +25,15 @@ external references: a billion-laughs or XXE sitemap is ``sitemap.malformed``,
 never expanded), streaming, so a 50 000-entry file never builds a tree.
 Errors are a :class:`~squall.records.Reason` on the document, never an
 exception: ``sitemap.malformed`` (not XML, broken XML, bad gzip, empty),
-``sitemap.wrong_type`` (an HTML answer, or XML whose root is neither
-``urlset`` nor ``sitemapindex``), ``sitemap.too_big`` (the body, or its
+``sitemap.wrong_type`` (an HTML answer, or XML whose root is not
+``urlset``, ``sitemapindex``, ``rss`` or ``feed``), ``sitemap.too_big`` (the body, or its
 gunzipped form, passed ``http.content.limit``). Entries read before an error
 are kept (a sitemap cut short still lists its first URLs).
 """
 
 from __future__ import annotations
 
+import email.utils
 import io
 import math
 import re
@@ -74,6 +76,11 @@ _LINK_SCHEMES = frozenset({"http", "https"})
 _CHANGEFREQ_S: dict[str, float | None] = {
     "always": 3600.0, "hourly": 3600.0, "daily": 86400.0, "weekly": 7 * 86400.0,
     "monthly": 30 * 86400.0, "yearly": 365 * 86400.0, "never": None,
+}
+# root element → (document kind, entry element, depth of the entries' parent)
+_ROOTS: dict[str, tuple[str, str, int]] = {
+    "urlset": ("urlset", "url", 1), "sitemapindex": ("index", "sitemap", 1),
+    "rss": ("feed", "item", 2), "feed": ("feed", "entry", 1),   # RSS 2.0 <rss><channel><item>, Atom <feed><entry>
 }
 _YEAR = re.compile(r"\d{4}")
 _YEAR_MONTH = re.compile(r"\d{4}-\d{2}")
@@ -142,7 +149,7 @@ class SitemapDocument:
     """What one sitemap file holds.
 
     ``kind``: ``"urlset"``, ``"index"`` (entries are child sitemaps),
-    ``"text"``, or None when unreadable. ``entries``: at most ``max_urls``,
+    ``"text"``, ``"feed"`` (RSS or Atom), or None when unreadable. ``entries``: at most ``max_urls``,
     in document order. ``dropped``: entries beyond ``max_urls`` or without a
     usable ``loc``. ``error``: a ``sitemap.*`` reason or None.
     """
@@ -211,6 +218,7 @@ def _local(tag: Any) -> str:
 def _read_xml(body: bytes, max_urls: int) -> SitemapDocument:
     kind: str | None = None
     item = ""
+    item_depth = 1
     entries: list[SitemapEntry] = []
     dropped = 0
     depth = 0
@@ -221,23 +229,21 @@ def _read_xml(body: bytes, max_urls: int) -> SitemapDocument:
                 depth += 1
                 if root is None:
                     root = elem
-                    name = _local(elem.tag)
-                    if name == "urlset":
-                        kind, item = "urlset", "url"
-                    elif name == "sitemapindex":
-                        kind, item = "index", "sitemap"
-                    else:
+                    known = _ROOTS.get(_local(elem.tag))
+                    if known is None:
                         return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
+                    kind, item, item_depth = known
                 continue
             depth -= 1
-            if depth != 1 or _local(elem.tag) != item:
-                continue  # only direct children of the root are entries (not <image:loc> and the like)
-            entry = _entry(elem)
+            if depth != item_depth or _local(elem.tag) != item:
+                continue  # only entries at their own level (not <image:loc> and the like)
+            entry = _feed_entry(elem) if kind == "feed" else _entry(elem)
             if entry is None or len(entries) >= max_urls:
                 dropped += 1
             else:
                 entries.append(entry)
-            root.clear()  # the entry is read: let it go (streaming, bounded memory)
+            # the entry is read: let it go (streaming, bounded memory; an RSS item sits inside <channel>)
+            (root if item_depth == 1 else elem).clear()
     except (ParseError, DefusedXmlException, ValueError):
         return SitemapDocument(kind=kind, entries=tuple(entries), dropped=dropped, error=Reason.SITEMAP_MALFORMED)
     if kind is None:
@@ -258,6 +264,33 @@ def _entry(elem: Any) -> SitemapEntry | None:
     return SitemapEntry(loc=loc, lastmod_s=parse_w3c_datetime(fields.get("lastmod", "")),
                         changefreq=changefreq if changefreq in _CHANGEFREQ_S else None,
                         priority=_priority(fields.get("priority", "")))
+
+
+def _feed_entry(elem: Any) -> SitemapEntry | None:
+    """An RSS 2.0 ``<item>`` (``link`` text, ``pubDate`` RFC 822) or an Atom ``<entry>``
+    (``link href`` with no rel or rel=alternate, ``updated`` / Atom 0.3 ``modified``)."""
+    loc = ""
+    lastmod_s: float | None = None
+    for child in elem:
+        name = _local(child.tag)
+        if name == "link" and not loc:
+            rel = (child.get("rel") or "alternate").lower()
+            loc = (child.get("href") or (child.text or "") if rel == "alternate" else "").strip()
+        elif name == "pubdate" and lastmod_s is None:
+            lastmod_s = _rfc822_s(child.text or "")
+        elif name in ("updated", "modified") and lastmod_s is None:
+            lastmod_s = parse_w3c_datetime(child.text or "")
+    return SitemapEntry(loc=loc, lastmod_s=lastmod_s) if loc else None
+
+
+def _rfc822_s(text: str) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _priority(text: str) -> float | None:
@@ -461,7 +494,7 @@ def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metad
     locs); ``metadata``: its own (its ``sitemap.level``); ``inherited``:
     what ``metadata.transfer`` passes to what it lists.
 
-    * urlset / text: each canonical URL at ``depth + 1`` with
+    * urlset / text / feed: each canonical URL at ``depth + 1`` with
       ``sitemap.lastmod`` (ISO UTC; a lastmod more than a day in the future
       is ignored), ``sitemap.changefreq``, ``sitemap.priority`` and the
       frontier priority of :func:`record_priority`; an entry older than

@@ -85,6 +85,27 @@ def test_extension_locs_nested_in_an_entry_are_not_entries():
     assert [e.loc for e in doc.entries] == ["https://a.example/p"]
 
 
+def test_an_rss_feed_gives_its_item_links_with_pubdate_as_lastmod():
+    body = (b'<rss version="2.0"><channel><title>t</title><link>https://a.example/</link>'
+            b"<item><title>one</title><link>https://a.example/1</link><pubDate>Tue, 30 Apr 2024 12:00:00 GMT</pubDate>"
+            b"</item><item><link> https://a.example/2 </link></item><item><title>no link</title></item>"
+            b"</channel></rss>")
+    doc = read(body, content_type="application/rss+xml")
+    assert doc.kind == "feed" and doc.error is None and doc.dropped == 1
+    assert doc.entries == (SitemapEntry("https://a.example/1", lastmod_s=NOW - 1.0 * DAY),
+                           SitemapEntry("https://a.example/2"))
+
+
+def test_an_atom_feed_gives_its_alternate_entry_links_with_updated_as_lastmod():
+    body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><link href="https://a.example/feed" rel="self"/>'
+            b'<entry><link rel="edit" href="https://a.example/edit/1"/><link href="https://a.example/1"/>'
+            b"<updated>2024-04-30T12:00:00Z</updated></entry>"
+            b'<entry><link rel="alternate" href="https://a.example/2"/></entry></feed>')
+    doc = read(body, content_type="application/atom+xml")
+    assert doc.kind == "feed"
+    assert doc.entries == (SitemapEntry("https://a.example/1", lastmod_s=NOW - DAY), SitemapEntry("https://a.example/2"))
+
+
 def test_a_gzipped_sitemap_is_gunzipped_first():
     doc = read(gzip.compress(urlset(url_entry("https://a.example/z"))), content_type="application/gzip")
     assert [e.loc for e in doc.entries] == ["https://a.example/z"] and doc.error is None
@@ -125,8 +146,8 @@ def test_entries_over_the_count_limit_are_dropped_and_counted():
     (b"\x1f\x8b\x08garbage-after-gzip-magic", "application/gzip", Reason.SITEMAP_MALFORMED),
     (b"<html><body><a href='/x'>x</a></body></html>", "text/html", Reason.SITEMAP_WRONG_TYPE),
     (b"<html><body>hello</body></html>", "application/xml", Reason.SITEMAP_WRONG_TYPE),
-    (b'<rss version="2.0"><channel><item><link>https://a.example/</link></item></channel></rss>', "text/xml",
-     Reason.SITEMAP_WRONG_TYPE),
+    (b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><a href="https://a.example/"/></svg>',
+     "image/svg+xml", Reason.SITEMAP_WRONG_TYPE),
     (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
      b"<urlset><url><loc>&b;</loc></url></urlset>", "text/xml", Reason.SITEMAP_MALFORMED),  # billion laughs
     (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
