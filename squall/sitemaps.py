@@ -191,7 +191,9 @@ def read_sitemap(body: bytes, *, content_type: str | None, truncated: bool, max_
     A body starting with the gzip magic bytes is gunzipped first (a
     ``.xml.gz`` is usually served as ``application/gzip`` without
     Content-Encoding), bounded by ``content_limit``. Then: first
-    non-blank character ``<`` → XML, else a text sitemap.
+    non-blank character ``<`` → XML, else a text sitemap. A body served
+    as HTML is ``sitemap.wrong_type`` unless it reads as a clean XML
+    urlset, index or feed (a mislabelled sitemap).
     """
     too_big = truncated
     if body[:2] == _GZIP_MAGIC:
@@ -200,10 +202,12 @@ def read_sitemap(body: bytes, *, content_type: str | None, truncated: bool, max_
         except zlib.error:
             return SitemapDocument(kind=None, error=Reason.SITEMAP_MALFORMED)
         too_big = too_big or over
-    if (content_type or "").lower() in _HTML_TYPES:
-        return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
     head = body[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
     doc = _read_xml(body, max_urls) if head.startswith(b"<") else _read_text(body, max_urls)
+    if (content_type or "").lower() in _HTML_TYPES and (doc.kind in (None, "text") or doc.error is not None):
+        # served as HTML and not a clean XML sitemap: a page, not a sitemap (a clean one is kept: servers
+        # mislabel sitemaps more often than they serve well-formed urlsets by mistake)
+        return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
     if too_big:  # whatever broke at the cut, the cause is the size
         return SitemapDocument(kind=doc.kind, entries=doc.entries, dropped=doc.dropped,
                                error=Reason.SITEMAP_TOO_BIG)

@@ -106,6 +106,11 @@ def test_an_atom_feed_gives_its_alternate_entry_links_with_updated_as_lastmod():
     assert doc.entries == (SitemapEntry("https://a.example/1", lastmod_s=NOW - DAY), SitemapEntry("https://a.example/2"))
 
 
+def test_a_clean_urlset_mislabelled_as_html_is_still_read():
+    doc = read(urlset(url_entry("https://a.example/1")), content_type="text/html")
+    assert doc.kind == "urlset" and doc.error is None
+
+
 def test_a_gzipped_sitemap_is_gunzipped_first():
     doc = read(gzip.compress(urlset(url_entry("https://a.example/z"))), content_type="application/gzip")
     assert [e.loc for e in doc.entries] == ["https://a.example/z"] and doc.error is None
@@ -146,6 +151,9 @@ def test_entries_over_the_count_limit_are_dropped_and_counted():
     (b"\x1f\x8b\x08garbage-after-gzip-magic", "application/gzip", Reason.SITEMAP_MALFORMED),
     (b"<html><body><a href='/x'>x</a></body></html>", "text/html", Reason.SITEMAP_WRONG_TYPE),
     (b"<html><body>hello</body></html>", "application/xml", Reason.SITEMAP_WRONG_TYPE),
+    (b'<!DOCTYPE html><html><head><meta charset="utf-8"><title>x</title></head><body><br></body></html>',
+     "text/html", Reason.SITEMAP_WRONG_TYPE),
+    (b"https://a.example/1\n", "text/html", Reason.SITEMAP_WRONG_TYPE),               # text, served as HTML
     (b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><a href="https://a.example/"/></svg>',
      "image/svg+xml", Reason.SITEMAP_WRONG_TYPE),
     (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
