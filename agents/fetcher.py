@@ -46,6 +46,7 @@ from pathlib import Path
 from agents import parser
 from agents.common import deadletter, load_host
 from agents.robots import RobotsService
+from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from squall import fetch_decision as fd
 from squall.backoff import TokenBucket, try_take
@@ -333,12 +334,13 @@ async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
                        ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
-        _entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
+        entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
     except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
         pace = turn.end(event_ended)
         return fd.report(msg, classify_failure(exc.reason), None, event_ended.at_s, pace, None, None), event_ended, pace
     turn.end(_robots_ended(f"robots:{fd.fetch_id(msg)}", rules))
+    await emit_robots_sitemaps(origin, entry, msg.key)  # its Sitemap: lines enter as DISCOVERED (marked)
     return None
 
 
@@ -374,7 +376,9 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
                             status=result.status, reason="", response_headers=result.headers, body=result.body,
                             ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
                             http_version=result.http_version)
-    parsed = parser.parse(result, depth=msg.depth, metadata=msg.metadata) if outcome.parse else None
+    # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
+    parsed = await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) \
+        if outcome.parse else None
     fetched = fd.Fetched(etag=result.header("ETag"), last_modified=result.header("Last-Modified"),
                          truncated=result.truncated)
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
@@ -392,10 +396,11 @@ async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001
         if isinstance(turn, HandBack):
             return  # the host is blocked: refresh later
         try:
-            _entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
+            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
             turn.end(_robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules))
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))
+        await emit_robots_sitemaps(origin, entry, key)  # its Sitemap: lines enter as DISCOVERED (marked)
     except Exception:
         log.exception("squall: background refresh of robots.txt for %s failed", origin)
     finally:

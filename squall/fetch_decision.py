@@ -36,6 +36,7 @@ from squall.outcome import Outcome
 from squall.pace import FetchEnded, PaceConfig, PaceState
 from squall.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.robots_policy import RobotsConfig, RobotsEntry, RobotsRules, effective_crawl_delay
+from squall.sitemaps import settle_status
 
 ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (seed 000)
 
@@ -215,7 +216,7 @@ def report(msg: FetchMessage, outcome: Outcome, fetched: Fetched | None, at_s: f
         redirect_to=outcome.redirect_to, fetched_at_s=at_s, retry_after_s=retry_after_s,
         etag=fetched.etag if fetched else None, last_modified=fetched.last_modified if fetched else None,
         not_modified=outcome.not_modified, truncated=bool(fetched and fetched.truncated), chain=msg.chain)
-    out = [own]
+    out = [settle_status(own)]  # a fetched sitemap that cannot be read ends ERROR with its reason
     if outcome.status is Status.REDIRECTION and outcome.redirect_to:
         out.append(StatusMessage(url=outcome.redirect_to, depth=msg.depth, chain=msg.chain + [msg.url],
                                  metadata={k: v for k, v in metadata.items()

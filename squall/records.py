@@ -75,6 +75,14 @@ class Reason(str, Enum):
     FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
     # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
     FETCH_DEFERRED = "fetch.deferred"
+    # sitemaps (squall.sitemaps): fetched, but not a usable sitemap
+    SITEMAP_MALFORMED = "sitemap.malformed"
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
+    SITEMAP_TOO_BIG = "sitemap.too_big"
+    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
+    SITEMAP_DUPLICATE = "sitemap.duplicate"
+    SITEMAP_TOO_OLD = "sitemap.too_old"
+    SITEMAP_TOO_DEEP = "sitemap.too_deep"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:
