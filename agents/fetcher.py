@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agents import parser
 from agents.common import deadletter, load_host
+from agents.render import render_step
 from agents.robots import RobotsService
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
@@ -260,6 +261,8 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
                              response_headers=result.headers, body=result.body, ip=result.ip,
                              fetched_at_s=result.started_at_s, truncated=result.truncated,
                              http_version=result.http_version)
+    if outcome.parse:  # issue 12: JS pages rendered inside this host's turn; links from the rendered DOM
+        result = await render_step(msg, result, runtime)
     return _messages(msg, outcome, result, fetch_id, result.ended_at_s, delay_s, decision.forward_s)
 
 

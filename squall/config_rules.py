@@ -12,6 +12,7 @@ rules that relate keys to each other, with their sources:
   ``metadata.transfer`` (wildcards such as ``robots.*`` included: an outlink
   must never inherit its parent's delay).
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
+* ``render.*``: :meth:`squall.render_policy.RenderConfig.from_settings` (ranges, resource type names).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def validate(values: Mapping[str, Any]) -> None:
         raise ConfigError("kafka.session.timeout.secs", "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
+    from squall.render_policy import RenderConfig  # here: settings loading must not import the parser eagerly
+
+    RenderConfig.from_settings(values)
 
 
 def _validate_robots_pacing(values: Mapping[str, Any]) -> None:
