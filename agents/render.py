@@ -103,8 +103,9 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
 
     outcome = await pool().render(msg.url, result, fetch=lambda url, headers: runtime.http.fetch(url, headers=headers),
                                   judge=judge)
-    log.info("squall: rendered %s (%s): %s, %d requests, refused %s, %.2f s", msg.url, why,
-             outcome.failure.value if outcome.failure else "ok", outcome.sent, dict(outcome.refused), outcome.elapsed_s)
+    log.info("squall: rendered %s (%s): %s, %d requests, %d cached, refused %s, %.2f s", msg.url, why,
+             outcome.failure.value if outcome.failure else "ok", outcome.sent, outcome.cached, dict(outcome.refused),
+             outcome.elapsed_s)
     ended = time.time()  # the host's delay counts from here (the signal's at_s), not from the raw fetch
     if outcome.html is None:
         return replace(result, render=outcome, ended_at_s=ended)

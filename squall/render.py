@@ -17,7 +17,9 @@ intercepted (``BrowserContext.route``) and either
   judged and pinned, redirects come back to the browser and are judged
   again) and handed to Chromium with ``route.fulfill``.
 
-Requests are fetched one at a time (like ``fetcher.threads.per.queue: 1``)
+Scripts and stylesheets are kept in a per-worker cache
+(:class:`squall.render_policy.SubresourceCache`, ``render.cache.size``) so an
+application's bundle is requested once, not once per page. Requests are fetched one at a time (like ``fetcher.threads.per.queue: 1``)
 and a render ends when no request was in flight or started for
 ``render.idle.secs`` after the load event, or at ``render.timeout``, or on
 the request past ``render.max.requests``. When it ends, requests still in
@@ -49,7 +51,8 @@ from playwright.async_api import Error as PlaywrightError
 from squall.browser import CHROMIUM_ARGS
 from squall.errors import BlockedAddress, FetchError
 from squall.http import FetchResult
-from squall.render_policy import Refusal, RenderConfig, RenderFailure, RenderOutcome, RenderTally, SubRequest
+from squall.render_policy import (Refusal, RenderConfig, RenderFailure, RenderOutcome, RenderTally, SubRequest,
+                                  SubresourceCache, cacheable)
 
 __all__ = ["BrowserPool", "Fetch", "Judge"]
 
@@ -97,6 +100,7 @@ class BrowserPool:
         for _ in range(config.pool_size):
             self._free.put_nowait(_Slot())
         self.launches = 0  # browser processes started so far (a restart after a crash adds one)
+        self.cache = SubresourceCache(config.cache_bytes, config.cache_ttl_s)
 
     async def render(self, url: str, raw: FetchResult, *, fetch: Fetch, judge: Judge) -> RenderOutcome:
         """Render ``url`` whose raw answer is ``raw``; never raises for the page's fault.
@@ -112,7 +116,8 @@ class BrowserPool:
             except Exception as exc:  # noqa: BLE001 (any launch failure: the page keeps its raw links)
                 log.warning("squall: cannot start chromium %s: %s", self.executable, exc)
                 return self._outcome(None, RenderFailure.UNAVAILABLE, tally, started)
-            html, failure = await _Render(self.config, browser, self.user_agent, url, raw, fetch, judge, tally).run()
+            html, failure = await _Render(self.config, browser, self.user_agent, url, raw, fetch, judge, tally,
+                                          self.cache).run()
             if failure is RenderFailure.CRASH or not slot.alive:
                 await self._drop(slot)
                 failure = failure or RenderFailure.CRASH
@@ -124,7 +129,7 @@ class BrowserPool:
     @staticmethod
     def _outcome(html: str | None, failure: RenderFailure | None, tally: RenderTally, started: float) -> RenderOutcome:
         return RenderOutcome(html=html, failure=failure, sent=tally.sent, refused=dict(tally.refused),
-                             elapsed_s=time.monotonic() - started)
+                             elapsed_s=time.monotonic() - started, cached=tally.cached)
 
     async def _browser(self, slot: _Slot) -> Browser:
         if slot.alive:
@@ -177,8 +182,8 @@ class _Render:
     """One page in one fresh browser context; :meth:`run` returns (html, failure)."""
 
     def __init__(self, config: RenderConfig, browser: Browser, user_agent: str, url: str, raw: FetchResult,
-                 fetch: Fetch, judge: Judge, tally: RenderTally) -> None:
-        self.config, self.browser, self.user_agent = config, browser, user_agent
+                 fetch: Fetch, judge: Judge, tally: RenderTally, cache: SubresourceCache) -> None:
+        self.config, self.browser, self.user_agent, self.cache = config, browser, user_agent, cache
         self.url, self.raw, self.fetch, self.judge, self.tally = url, raw, fetch, judge, tally
         self.document_served = False
         self.in_flight = 0
@@ -269,6 +274,11 @@ class _Render:
             self.last_activity = time.monotonic()
 
     async def _fetch_and_fulfill(self, route: Route, request: Request) -> None:
+        hit = self.cache.get(request.url, time.time())
+        if hit is not None:  # a script or stylesheet an earlier render fetched: no request to the host
+            self.tally.cached += 1
+            await route.fulfill(status=hit.status, headers=_headers(hit.headers), body=hit.body)
+            return
         self.in_flight += 1
         try:
             async with self.one_at_a_time:  # one request of the render at a time, like one thread per queue
@@ -297,6 +307,8 @@ class _Render:
                     return
                 finally:
                     self.fetches.discard(task)
+            if cacheable(request.resource_type, result.status, result.headers) and not result.truncated:
+                self.cache.put(request.url, result, len(result.body), time.time())
             await route.fulfill(status=result.status, headers=_headers(result.headers), body=result.body)
         finally:
             self.in_flight -= 1

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -47,7 +47,8 @@ from squall.parse import ParseResult
 from squall.partition import partition_key
 
 __all__ = ["RenderConfig", "Refusal", "RenderFailure", "ShellSignals", "SubRequest", "RenderTally",
-           "RenderOutcome", "RobotsAnswer", "shell_signals", "should_render", "judge_request",
+           "RenderOutcome", "RobotsAnswer", "SubresourceCache", "shell_signals", "should_render", "judge_request",
+           "cacheable",
            "RENDER_KEY", "REFUSED_KEY", "REQUESTS_KEY"]
 
 # Metadata keys recorded on a rendered page (parse.* is persisted by default: metadata.persist).
@@ -109,6 +110,8 @@ class RenderConfig:
     ``hosts_allow``: hosts always rendered (lower case). ``request_hosts_allow``:
     hosts besides the page's own site the browser may request. ``skip_types``:
     Playwright resource types refused. ``browser_path``: "" = find Chromium on PATH.
+    ``cache_bytes`` / ``cache_ttl_s``: the worker's cache of scripts and
+    stylesheets shared by renders (0 = off).
     """
 
     enabled: bool
@@ -123,6 +126,8 @@ class RenderConfig:
     skip_types: frozenset[str]
     request_hosts_allow: frozenset[str]
     browser_path: str
+    cache_bytes: int = 0
+    cache_ttl_s: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "RenderConfig":
@@ -136,7 +141,7 @@ class RenderConfig:
             if settings[key] <= 0:
                 raise ConfigError(key, f"must be a number of seconds > 0, got {settings[key]}")
         for key, least in (("render.max.requests", 0), ("render.pool.size", 1), ("render.shell.max.links", 0),
-                           ("render.shell.max.text", 0)):
+                           ("render.shell.max.text", 0), ("render.cache.size", 0), ("render.cache.ttl.secs", 0)):
             if settings[key] < least:
                 raise ConfigError(key, f"must be at least {least}, got {settings[key]}")
         skip = frozenset(str(t).lower() for t in settings["render.resources.skip"])
@@ -153,7 +158,8 @@ class RenderConfig:
                    idle_s=float(settings["render.idle.secs"]), max_requests=settings["render.max.requests"],
                    pool_size=settings["render.pool.size"], skip_types=skip,
                    request_hosts_allow=frozenset(h.lower().rstrip(".") for h in settings["render.requests.hosts.allow"]),
-                   browser_path=settings["render.browser.path"])
+                   browser_path=settings["render.browser.path"], cache_bytes=settings["render.cache.size"],
+                   cache_ttl_s=float(settings["render.cache.ttl.secs"]))
 
 
 @dataclass(frozen=True)
@@ -278,12 +284,71 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+_CACHEABLE_TYPES = frozenset({"script", "stylesheet"})
+_UNCACHEABLE = re.compile(r"no-store|no-cache|private", re.IGNORECASE)
+
+
+def cacheable(resource_type: str, status: int, headers: list[tuple[str, str]]) -> bool:
+    """True when a fetched sub-resource may be reused by later renders of the worker.
+
+    Only scripts and stylesheets answered 200, and not marked ``no-store``,
+    ``no-cache`` or ``private`` (RFC 9111 §5.2.2) — a page's data (fetch, xhr)
+    is never reused. Saves the host a request per render for the bundle every
+    page of an application loads.
+    """
+    if resource_type.lower() not in _CACHEABLE_TYPES or status != 200:
+        return False
+    return not any(k.lower() in ("cache-control", "pragma") and _UNCACHEABLE.search(v) for k, v in headers)
+
+
+class SubresourceCache:
+    """LRU of sub-resources by URL, bounded in bytes, each entry kept ``ttl_s`` seconds (time passed in).
+
+    Values are opaque to the cache; ``size`` of each is given by the caller.
+    """
+
+    def __init__(self, max_bytes: int, ttl_s: float) -> None:
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self._entries: OrderedDict[str, tuple[float, int, Any]] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, url: str, now_s: float) -> Any | None:
+        """The value stored for ``url`` if younger than the TTL, else None (and the stale entry is dropped)."""
+        entry = self._entries.get(url)
+        if entry is None:
+            return None
+        stored_at, size, value = entry
+        if now_s - stored_at >= self.ttl_s:
+            self._remove(url)
+            return None
+        self._entries.move_to_end(url)
+        return value
+
+    def put(self, url: str, value: Any, size: int, now_s: float) -> bool:
+        """Store ``value`` of ``size`` bytes; False (not stored) when it alone exceeds the bound or the cache is off."""
+        if self.max_bytes <= 0 or self.ttl_s <= 0 or size > self.max_bytes:
+            return False
+        if url in self._entries:
+            self._remove(url)
+        self._entries[url] = (now_s, size, value)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            self._remove(next(iter(self._entries)))
+        return True
+
+    def _remove(self, url: str) -> None:
+        _, size, _ = self._entries.pop(url)
+        self.bytes -= size
+
+
 @dataclass
 class RenderTally:
     """Requests of one render: how many were sent, how many refused per reason."""
 
     sent: int = 0
     refused: Counter = field(default_factory=Counter)
+    cached: int = 0
 
     def refuse(self, reason: Refusal) -> None:
         self.refused[reason.value] += 1
@@ -297,6 +362,7 @@ class RenderOutcome:
     ``failure``: why there is no DOM. ``sent``: browser requests that left
     (the page's own document, served from the raw fetch, not counted).
     ``refused``: reason value → count. ``elapsed_s``: seconds the render took.
+    ``cached``: requests answered from the worker's sub-resource cache.
     """
 
     html: str | None
@@ -304,6 +370,7 @@ class RenderOutcome:
     sent: int
     refused: Mapping[str, int]
     elapsed_s: float
+    cached: int = 0
 
     def metadata(self) -> dict[str, list[str]]:
         """The ``parse.render*`` metadata of the page (see the key constants)."""

@@ -35,6 +35,9 @@ class Report:
     in_flight: int = 0
     lag: dict[str, int] = field(default_factory=dict)
     deadletters: int = 0
+    rendered: int = 0
+    render_failures: Counter = field(default_factory=Counter)
+    render_refused: Counter = field(default_factory=Counter)
 
     @property
     def idle(self) -> bool:
@@ -45,7 +48,9 @@ class Report:
         return {"total": sum(self.by_status.values()), "by_status": dict(self.by_status),
                 "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
                 "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
-                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle}
+                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
+                "render": {"rendered": self.rendered, "failures": dict(self.render_failures),
+                           "refused": dict(self.render_refused)}}
 
     def to_text(self) -> str:
         lines = [f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
@@ -53,6 +58,12 @@ class Report:
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
         if self.reasons:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
+        if self.rendered or self.render_failures:
+            failures = ", ".join(f"{r}={n}" for r, n in self.render_failures.most_common()) or "none"
+            lines.append(f"rendered: {self.rendered}   render failures: {failures}")
+            if self.render_refused:
+                lines.append("browser requests refused: "
+                             + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common()))
         if self.rejected:
             lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
@@ -74,11 +85,29 @@ def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapp
         nxt = rec.get("next_fetch_at_s")
         if status in (Status.DISCOVERED.value, Status.FETCH_ERROR.value) and nxt is not None and nxt <= now_s:
             report.due_now += 1
+        _count_render(report, rec.get("metadata") or {})
     for host in hosts.values():
         report.in_flight += len(host.get("in_flight") or {})
         for reason, n in (host.get("rejected") or {}).items():
             report.rejected[reason] += n
     return report
+
+
+def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
+    """Add one page's ``parse.render*`` metadata (squall.render_policy) to the render counts."""
+    from squall.render_policy import REFUSED_KEY, RENDER_KEY
+
+    render = metadata.get(RENDER_KEY) or []
+    if not render:
+        return
+    if render[0] == "rendered":
+        report.rendered += 1
+    else:
+        report.render_failures[render[1] if len(render) > 1 else "render.error"] += 1
+    for item in metadata.get(REFUSED_KEY) or []:
+        reason, _, n = str(item).rpartition("=")
+        if reason and n.isdigit():
+            report.render_refused[reason] += int(n)
 
 
 async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:

@@ -96,3 +96,21 @@ def test_to_text_shows_the_totals_statuses_reasons_rejections_and_hosts():
         assert part in text
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith(("a.", "b."))}
     assert rows == {"a.example": ["3", "1", "0", "0", "0"], "b.example": ["0", "0", "1", "2", "2"]}
+
+
+def test_rendered_pages_render_failures_and_refused_browser_requests_are_counted():
+    def page(n: int, render: list[str], refused: list[str]) -> dict:
+        return UrlRecord(url=f"https://s.example/{n}", key="s.example", status=Status.FETCHED, next_fetch_at_s=None,
+                         metadata={"parse.render": render, "parse.render.refused": refused}).to_dict()
+
+    urls = {"1": page(1, ["rendered"], ["other_site=2", "robots.denied=1"]),
+            "2": page(2, ["rendered"], []),
+            "3": page(3, ["failed", "render.timeout"], ["budget=1"]),
+            "4": page(4, ["failed", "render.budget"], ["other_site=1"]),
+            "5": rec("https://s.example/5", "s.example", Status.FETCHED, None)}  # not rendered
+    report = build_report(urls, {}, NOW)
+    assert report.rendered == 2
+    assert report.render_failures == {"render.timeout": 1, "render.budget": 1}
+    assert report.render_refused == {"other_site": 3, "robots.denied": 1, "budget": 1}
+    assert json.loads(json.dumps(report.to_json()))["render"]["rendered"] == 2
+    assert "rendered: 2   render failures: render.timeout=1, render.budget=1" in report.to_text()
