@@ -116,8 +116,13 @@ class BrowserPool:
             except Exception as exc:  # noqa: BLE001 (any launch failure: the page keeps its raw links)
                 log.warning("squall: cannot start chromium %s: %s", self.executable, exc)
                 return self._outcome(None, RenderFailure.UNAVAILABLE, tally, started)
-            html, failure = await _Render(self.config, browser, self.user_agent, url, raw, fetch, judge, tally,
-                                          self.cache).run()
+            try:
+                html, failure = await _Render(self.config, browser, self.user_agent, url, raw, fetch, judge, tally,
+                                              self.cache).run()
+            except Exception:  # noqa: BLE001 (a bug of ours: the page keeps its raw links, the browser is replaced)
+                log.exception("squall: render of %s failed unexpectedly", url)
+                await self._drop(slot)
+                return self._outcome(None, RenderFailure.ERROR, tally, started)
             if failure is RenderFailure.CRASH or not slot.alive:
                 await self._drop(slot)
                 failure = failure or RenderFailure.CRASH
@@ -139,9 +144,16 @@ class BrowserPool:
         async with self._start_lock:
             if self._playwright is None:
                 self._playwright = await async_playwright().start()
-            slot.browser = await self._playwright.chromium.launch(
-                executable_path=str(self.executable), args=list(CHROMIUM_ARGS), headless=True,
-                handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=30_000)
+            try:
+                slot.browser = await self._playwright.chromium.launch(
+                    executable_path=str(self.executable), args=list(CHROMIUM_ARGS), headless=True,
+                    handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=30_000)
+            except Exception:
+                # perhaps the Playwright driver itself died: the next attempt starts a new one
+                driver, self._playwright = self._playwright, None
+                with contextlib.suppress(Exception):
+                    await driver.stop()
+                raise
             self.launches += 1
             log.info("squall: chromium %s started (%s)", slot.browser.version, self.executable)
         return slot.browser
@@ -270,6 +282,11 @@ class _Render:
             await self._fetch_and_fulfill(route, request)
         except PlaywrightError:
             pass  # the context closed under the handler (end of render, crash): nothing to answer
+        except Exception:  # a bug must not leave the browser waiting for an answer until the timeout
+            log.exception("squall: render of %s: handling %s failed", self.url, request.url)
+            self._fail(RenderFailure.ERROR)
+            with contextlib.suppress(PlaywrightError):
+                await route.abort("failed")
         finally:
             self.last_activity = time.monotonic()
 

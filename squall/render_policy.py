@@ -32,7 +32,6 @@ next one ends the render (``render.budget``).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
@@ -44,7 +43,7 @@ from urllib.parse import urlsplit
 from squall.errors import ConfigError, InvalidURL
 from squall.netsafety import NetworkPolicy, check_address
 from squall.parse import ParseResult
-from squall.partition import partition_key
+from squall.partition import is_ip_literal, partition_key
 
 __all__ = ["RenderConfig", "Refusal", "RenderFailure", "ShellSignals", "SubRequest", "RenderTally",
            "RenderOutcome", "RobotsAnswer", "SubresourceCache", "shell_signals", "should_render", "judge_request",
@@ -257,7 +256,7 @@ def judge_request(request: SubRequest, *, page_url: str, config: RenderConfig, m
         return Refusal.NAVIGATION
     if not _same_site(request.url, page_url, mode) and host not in config.request_hosts_allow:
         return Refusal.OTHER_SITE
-    if _is_ip(host) and check_address(host, network) is not None:
+    if is_ip_literal(host) and check_address(host, network) is not None:
         return Refusal.BLOCKED_ADDRESS
     answer = robots(request.url)
     if answer is RobotsAnswer.DENIED:
@@ -274,14 +273,6 @@ def _same_site(url: str, page_url: str, mode: str) -> bool:
         return partition_key(url, mode) == partition_key(page_url, mode)
     except (InvalidURL, ConfigError):
         return False
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 _CACHEABLE_TYPES = frozenset({"script", "stylesheet"})

@@ -122,9 +122,7 @@ class WarcWriter:
             OSError: the file could not be created or written.
         """
         with self._lock:
-            if self._closed:
-                raise ValueError("WarcWriter is closed")
-            writer, path = self._open_if_needed()
+            writer, path = self._writable()
             date = _warc_date(fetched_at_s, micros=self.warc_version == "1.1")
             req_id = writer._make_warc_id()
             resp_id = writer._make_warc_id()
@@ -160,10 +158,7 @@ class WarcWriter:
             self._responses[(url, date)] = resp_id
             while len(self._responses) > _RECENT_RESPONSES:
                 self._responses.popitem(last=False)
-            assert self._file is not None
-            self._file.flush()
-            if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
-                self._close_file()
+            self._flush_and_rotate()
             return path
 
     def write_conversion(self, url: str, *, body: bytes, content_type: str, fetched_at_s: float,
@@ -181,9 +176,7 @@ class WarcWriter:
             OSError: the file could not be created or written.
         """
         with self._lock:
-            if self._closed:
-                raise ValueError("WarcWriter is closed")
-            writer, path = self._open_if_needed()
+            writer, path = self._writable()
             micros = self.warc_version == "1.1"
             refers_date = _warc_date(fetched_at_s, micros=micros)
             headers = {"WARC-Date": _warc_date(converted_at_s, micros=micros),
@@ -195,10 +188,7 @@ class WarcWriter:
             record = writer.create_warc_record(url, "conversion", payload=io.BytesIO(body), length=len(body),
                                                warc_headers_dict=headers, warc_content_type=_clean(content_type))
             writer.write_record(record)
-            assert self._file is not None
-            self._file.flush()
-            if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
-                self._close_file()
+            self._flush_and_rotate()
             return path
 
     def close(self) -> None:
@@ -215,6 +205,19 @@ class WarcWriter:
         self.close()
 
     # ------------------------------------------------------------------ files
+
+    def _writable(self) -> tuple[WARCWriter, Path]:
+        """The open writer and its file (opened now if needed); ValueError once closed. Lock held."""
+        if self._closed:
+            raise ValueError("WarcWriter is closed")
+        return self._open_if_needed()
+
+    def _flush_and_rotate(self) -> None:
+        """Flush the records just written; close the file once it reached ``max_size_bytes``. Lock held."""
+        assert self._file is not None
+        self._file.flush()
+        if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
+            self._close_file()
 
     def _open_if_needed(self) -> tuple[WARCWriter, Path]:
         if self._file is not None and self._writer is not None:
