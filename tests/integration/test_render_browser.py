@@ -26,6 +26,7 @@ HOST, OTHER = "127.0.0.2", "127.0.0.3"
 SNEAKY = """
 fetch("/private/secret.json").catch(function () {});
 fetch("http://10.0.0.1/steal").catch(function () {});
+fetch("http://rebind.example/steal").catch(function () {});
 fetch("http://127.0.0.3:{port}/other.json").catch(function () {});
 fetch("/api/extra.json", {method: "POST", body: "x"}).catch(function () {});
 var img = new Image(); img.src = "/logo.png";
@@ -48,7 +49,9 @@ def _site() -> SiteSpec:
 
 def _settings(**overrides: Any):
     values = {"http.private.networks.allow": ["127.0.0.0/8"], "render.enabled": True, "render.timeout": 4.0,
-              "render.max.requests": 10, "render.requests.hosts.allow": ["10.0.0.1"]}
+              "render.max.requests": 10, "render.requests.hosts.allow": ["10.0.0.1", "rebind.example"],
+              # a name whose (one, pinned) answer is a private address: refused by squall's resolver, no packet
+              "http.resolve": ["rebind.example:80:10.0.0.1"]}
     values.update(overrides)
     return load_settings(overrides=values)
 
@@ -112,7 +115,8 @@ async def test_disallowed_private_other_site_post_and_image_requests_never_reach
     try:
         outcome = await h.render(served.url(HOST, "/sneaky"))
         assert outcome.failure is None, outcome
-        assert dict(outcome.refused) == {"robots.denied": 1, "blocked_address": 1, "other_site": 1, "method": 1,
+        # 10.0.0.1 refused by the judge (IP literal), rebind.example by HttpFetcher's resolver after its one answer
+        assert dict(outcome.refused) == {"robots.denied": 1, "blocked_address": 2, "other_site": 1, "method": 1,
                                          "resource_type": 1}
         paths = [r["path"] for r in served.requests()]
         assert not [p for p in paths if p.startswith("/private/") or p == "/logo.png" or p == "/api/extra.json"]
