@@ -23,7 +23,7 @@ if [ ! -x "$PY" ]; then
 fi
 
 # The render tests need a system Chromium (installed here when running as root, e.g. by .ci/run).
-scripts/install-browser.sh
+scripts/install-browser.sh || echo "test: could not install chromium; the render tests will fail" >&2
 
 started=""
 cleanup() {
