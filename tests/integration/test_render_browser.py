@@ -20,7 +20,7 @@ from squall.parse import parse_html
 from squall.render import BrowserPool
 from squall.render_policy import RenderConfig, RenderFailure, RobotsAnswer, judge_request
 from squall.settings import load_settings
-from squall.testsite import Page, RobotsSpec, SiteSpec, spa_host, url
+from squall.testsite import Page, RobotsSpec, SiteSpec, spa_host
 
 HOST, OTHER = "127.0.0.2", "127.0.0.3"
 SNEAKY = """
