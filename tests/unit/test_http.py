@@ -651,3 +651,63 @@ def test_the_framer_passes_an_oversized_head_through_for_the_parser_to_refuse():
     framer.expect_response()
     data = b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 100
     assert framer.feed(data) == (data, 0)
+
+
+# ---------------------------------------------------------------- byIP: resolving, and connecting to the key's address
+
+async def test_resolve_gives_the_pinned_address_of_a_name():
+    async with HttpFetcher(make_config(http_resolve=["site-a.test:8080:127.0.0.2"])) as fetcher:
+        assert await fetcher.resolve("site-a.test", 8080) == ["127.0.0.2"]
+
+
+async def test_resolve_judges_an_address_literal_without_a_lookup():
+    async with HttpFetcher(make_config()) as fetcher:
+        assert await fetcher.resolve("127.0.0.5", 80) == ["127.0.0.5"]
+    async with HttpFetcher(make_config(http_private_networks_allow=[])) as fetcher:
+        with pytest.raises(BlockedAddress):
+            await fetcher.resolve("127.0.0.5", 80)
+
+
+async def test_resolve_refuses_a_name_pinned_to_a_refused_address():
+    config = make_config(http_private_networks_allow=[], http_resolve=["site-a.test:80:127.0.0.2"])
+    async with HttpFetcher(config) as fetcher:
+        with pytest.raises(BlockedAddress):
+            await fetcher.resolve("site-a.test", 80)
+
+
+async def test_resolve_of_a_name_that_never_resolves_is_a_dns_failure():
+    async with HttpFetcher(make_config()) as fetcher:
+        with pytest.raises(FetchError) as caught:
+            await fetcher.resolve("no-such-host.invalid", 80)
+    assert caught.value.reason == Reason.FETCH_DNS.value
+
+
+async def test_a_fetch_given_an_address_connects_there_with_the_urls_own_host_header():
+    async with serve({"/p": text(b"pinned")}, host="127.0.0.4") as server:
+        # the name is pinned elsewhere: only the address given may be connected to
+        config = make_config(http_resolve=[f"site-b.test:{server.port}:127.0.0.9"])
+        result = await fetch(config, f"http://site-b.test:{server.port}/p?q=1", address="127.0.0.4",
+                             headers={"Host": "evil.test"})
+    assert result.body == b"pinned" and result.ip == "127.0.0.4"
+    assert result.url == f"http://site-b.test:{server.port}/p?q=1"
+    assert server.requests[0].headers["Host"] == f"site-b.test:{server.port}"
+    assert server.requests[0].path_qs == "/p?q=1"
+
+
+async def test_a_fetch_given_a_refused_address_sends_nothing():
+    async with serve({"/": text(b"no")}, host="127.0.0.4") as server:
+        with pytest.raises(BlockedAddress):
+            await fetch(make_config(http_private_networks_allow=["127.0.0.1/32"]),
+                        f"http://site-b.test:{server.port}/", address="127.0.0.4")
+    assert server.requests == []
+
+
+def test_the_host_header_keeps_a_port_only_when_it_is_not_the_schemes_default():
+    from yarl import URL
+
+    from squall.http import _host_header
+
+    assert _host_header(URL("http://a.test/x")) == "a.test"
+    assert _host_header(URL("https://a.test:443/x")) == "a.test"
+    assert _host_header(URL("http://a.test:8080/x")) == "a.test:8080"
+    assert _host_header(URL("http://[::1]:8080/x")) == "[::1]:8080"
