@@ -675,11 +675,25 @@ async def test_resolve_refuses_a_name_pinned_to_a_refused_address():
             await fetcher.resolve("site-a.test", 80)
 
 
-async def test_resolve_of_a_name_that_never_resolves_is_a_dns_failure():
-    async with HttpFetcher(make_config()) as fetcher:
+async def test_resolve_of_a_name_that_does_not_resolve_is_a_dns_failure():
+    async def nowhere(host: str, port: int, family: int) -> list[Any]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    config = make_config()
+    async with HttpFetcher(config, resolver=PolicyResolver(config.network, getaddrinfo=nowhere)) as fetcher:
         with pytest.raises(FetchError) as caught:
-            await fetcher.resolve("no-such-host.invalid", 80)
+            await fetcher.resolve("site-c.test", 80)
     assert caught.value.reason == Reason.FETCH_DNS.value
+
+
+async def test_resolve_gives_every_judged_address_of_a_name():
+    async def two(host: str, port: int, family: int) -> list[Any]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.8", port)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.7", port))]
+
+    config = make_config()
+    async with HttpFetcher(config, resolver=PolicyResolver(config.network, getaddrinfo=two)) as fetcher:
+        assert await fetcher.resolve("site-c.test", 80) == ["127.0.0.8", "127.0.0.7"]
 
 
 async def test_a_fetch_given_an_address_connects_there_with_the_urls_own_host_header():
