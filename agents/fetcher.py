@@ -319,6 +319,9 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
     origin = origin_of(msg.url)
     address = None
     if BY_IP:
+        if _stale(msg):  # a late copy must not move nor fail a URL whose result was applied
+            log.info("squall: skipping stale hand-out of %s", msg.url)
+            return None
         routed = await _address_route(msg)
         if not isinstance(routed, Connect):
             return routed

@@ -22,7 +22,7 @@ from squall.address_key import AddressCache, Resolution
 from squall.errors import FetchError
 from squall.frontier import HostRecord
 from squall.partition import partition_for_key
-from squall.records import Reason
+from squall.records import FetchMessage, Reason
 from squall.schedule import UrlRecord
 
 from .test_agents import PARTITIONS, Sent, sent  # noqa: F401 (fixture)
@@ -132,3 +132,41 @@ async def test_a_record_whose_host_moved_goes_with_its_message_and_is_deleted_he
     assert record.key == NEW_IP and record.reason == "fetch.address_changed"
     assert HostRecord.from_dict(topology.hosts_table[NEW_IP.encode()]).seeded_for(HOST, True)
 
+
+
+# ---------------------------------------------------------------- fetcher: the route before the turn
+
+def _hand_out(key: str) -> FetchMessage:
+    return FetchMessage(url=URL, key=key, handed_out_at_s=1000.0)
+
+
+@pytest.mark.parametrize("answer, key, status, reason", [
+    (FetchError(Reason.FETCH_DNS.value, HOST), HOST, "FETCH_ERROR", "fetch.dns"),          # retried later
+    (FetchError(Reason.FETCH_DNS.value, HOST), OLD_IP, "FETCH_ERROR", "fetch.dns"),
+    ([NEW_IP], OLD_IP, "DISCOVERED", "fetch.address_changed"),                            # moves, unattempted
+    ([NEW_IP], HOST, "DISCOVERED", "fetch.address_changed"),                              # resolvable again
+])
+async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(by_ip: AddressCache, sent: Sent,
+                                                               monkeypatch: pytest.MonkeyPatch, answer: object,
+                                                               key: str, status: str, reason: str) -> None:
+    from agents import fetcher
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    async with status_updater.test_context():  # a current app and tables for the hosts-table read
+        statuses, ended, _pace = await fetcher._address_route(_hand_out(key))
+    assert [(s.url, s.status.value, s.reason) for s in statuses] == [(URL, status, reason)]
+    assert ended.requested is False  # nothing was sent to the host: its pace is not spent
+
+
+async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressCache, sent: Sent) -> None:
+    from agents import fetcher
+    from squall.address_key import Connect
+
+    by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
+    async with status_updater.test_context():
+        assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
