@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from squall.harness import Crawl
+from squall.partition import partition_for_key
 from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
 
 from .conftest import BASE_OVERRIDES, ServedSite
@@ -39,6 +40,7 @@ SHARED = "127.0.0.40"       # byIP: the address of the three names
 SHARED_BY_HOST = "127.0.0.41"
 MOVE_FROM, MOVE_TO = "127.0.0.42", "127.0.0.43"
 FINISH_TIMEOUT_S = 240.0
+PARTITIONS: int = BASE_OVERRIDES["topology.partitions"]
 
 
 def site(*ips: str) -> SiteSpec:
@@ -171,6 +173,8 @@ def moved(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str):
 
 def test_a_host_whose_address_changes_moves_to_its_new_key_and_is_fetched_there(moved) -> None:  # noqa: ANN001
     served, before, after, mine, moved_at = moved
+    # the premise: the record changes partition (the status updater's move across partitions)
+    assert partition_for_key(MOVE_FROM, PARTITIONS) != partition_for_key(MOVE_TO, PARTITIONS)
     assert {before[u]["key"] for u in mine} == {MOVE_FROM}
     assert {after[u]["key"] for u in mine} == {MOVE_TO}
     assert set(after) >= set(mine)

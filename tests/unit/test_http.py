@@ -725,3 +725,50 @@ def test_the_host_header_keeps_a_port_only_when_it_is_not_the_schemes_default():
     assert _host_header(URL("https://a.test:443/x")) == "a.test"
     assert _host_header(URL("http://a.test:8080/x")) == "a.test:8080"
     assert _host_header(URL("http://[::1]:8080/x")) == "[::1]:8080"
+
+
+@asynccontextmanager
+async def serve_tls(cert_name: str, host: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[int, list[str]]]:
+    """An HTTPS server on ``host`` with a certificate for ``cert_name`` (trustme CA, trusted by aiohttp here)."""
+    import ssl
+
+    import aiohttp.connector
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(cert_name).configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    monkeypatch.setattr(aiohttp.connector, "_SSL_CONTEXT_VERIFIED", client_ctx)
+    names: list[str] = []   # the SNI names the server was sent
+    server_ctx.sni_callback = lambda _sock, name, _ctx: names.append(name)
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=request.host.encode())
+
+    app = web.Application()
+    app.router.add_get("/", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, host, 0, ssl_context=server_ctx)
+    await site.start()
+    try:
+        yield runner.addresses[0][1], names
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_pinned_https_fetch_sends_the_name_for_sni_and_checks_the_certificate_against_it(monkeypatch):
+    async with serve_tls("site-t.test", "127.0.0.6", monkeypatch) as (port, names):
+        result = await fetch(make_config(), f"https://site-t.test:{port}/", address="127.0.0.6")
+    assert result.status == 200 and result.body == f"site-t.test:{port}".encode()
+    assert names == ["site-t.test"]
+
+
+async def test_a_pinned_https_fetch_refuses_a_certificate_for_another_name(monkeypatch):
+    async with serve_tls("other.test", "127.0.0.6", monkeypatch) as (port, names):
+        with pytest.raises(FetchError) as caught:
+            await fetch(make_config(), f"https://site-t.test:{port}/", address="127.0.0.6")
+    assert caught.value.reason == Reason.FETCH_PROTOCOL.value
+    assert names == ["site-t.test"]  # the handshake named the site, and its certificate did not match
