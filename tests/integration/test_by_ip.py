@@ -7,6 +7,7 @@ serves the same small site for each of them; ``fetcher.server.delay`` is 1 s.
   requests reach the address less than 1 s apart, robots.txt stays per
   origin (one per name, each with its own Host header), and every record is
   keyed by the address.
+* ``by_ip_two_workers``: the same with two workers sharing the partitions.
 * ``by_host``: the same site crawled byHost is three queues with three
   independent paces — each name is paced, the address is not (the trade-off
   the README documents).
@@ -18,6 +19,7 @@ Gaps are measured between request arrivals at the server, robots.txt included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +30,10 @@ import pytest
 import yaml
 
 from squall.harness import Crawl
+from squall.kafka_admin import ensure_topics
 from squall.partition import partition_for_key
 from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.topics import all_topics
 
 from .conftest import BASE_OVERRIDES, ServedSite
 
@@ -39,6 +43,8 @@ PATHS = ("/", "/a", "/b", "/c")
 SHARED = "127.0.0.40"       # byIP: the address of the three names
 SHARED_BY_HOST = "127.0.0.41"
 MOVE_FROM, MOVE_TO = "127.0.0.42", "127.0.0.43"
+SHARED_TWO = "127.0.0.44"   # byIP with two workers
+JOIN_S = 15.0
 FINISH_TIMEOUT_S = 240.0
 PARTITIONS: int = BASE_OVERRIDES["topology.partitions"]
 
@@ -72,14 +78,21 @@ def fetched(expected: list[str]) -> Callable[[dict[str, dict[str, Any]]], bool]:
     return lambda records: all(records.get(u, {}).get("status") == "FETCHED" for u in expected)
 
 
-def crawl_site(tmp: Path, bootstrap: str, ip: str, mode: str) -> Iterator[tuple[ServedSite, dict[str, dict[str, Any]]]]:
+def crawl_site(tmp: Path, bootstrap: str, ip: str, mode: str, workers: int = 1
+               ) -> Iterator[tuple[ServedSite, dict[str, dict[str, Any]]]]:
     served = ServedSite(site(ip), tmp / "requests.jsonl")
     port = served.server.port
     crawl = Crawl(tmp / "crawl", bootstrap, {**BASE_OVERRIDES, "partition.url.mode": mode,
                                                "fetcher.server.delay": DELAY_S,
                                                "http.resolve": [f"{n}:{port}:{ip}" for n in NAMES]})
     try:
-        crawl.start_worker()
+        if workers > 1:
+            # topics first: workers started together race to create them and may leave one unassigned
+            asyncio.run(ensure_topics(bootstrap, all_topics(crawl.settings), 1))
+        for n in range(workers):
+            crawl.start_worker(f"w{n + 1}")
+        if workers > 1:
+            time.sleep(JOIN_S)  # let the group settle: the names' partitions are spread over the workers
         crawl.seed([f"http://{n}:{port}/" for n in NAMES])
         records = wait_for(crawl, fetched(urls(port)))
         crawl.wait_idle(timeout_s=60)
@@ -92,6 +105,11 @@ def crawl_site(tmp: Path, bootstrap: str, ip: str, mode: str) -> Iterator[tuple[
 @pytest.fixture(scope="module")
 def by_ip(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str):
     yield from crawl_site(tmp_path_factory.mktemp("by_ip"), kafka_bootstrap, SHARED, "byIP")
+
+
+@pytest.fixture(scope="module")
+def by_ip_two_workers(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str):
+    yield from crawl_site(tmp_path_factory.mktemp("by_ip2"), kafka_bootstrap, SHARED_TWO, "byIP", workers=2)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +133,17 @@ def test_names_on_one_address_are_one_queue_paced_at_the_address(by_ip) -> None:
     served, records = by_ip
     times = served.start_times(SHARED)
     assert len(times) == len(NAMES) * (len(PATHS) + 1)  # every page once, robots.txt once per name
+    assert min(gaps(times)) >= DELAY_S, [round(g, 3) for g in gaps(times)]
+
+
+def test_with_two_workers_the_names_of_one_address_are_still_one_queue(by_ip_two_workers) -> None:  # noqa: ANN001
+    served, records = by_ip_two_workers
+    port = served.server.port
+    # the premise: the names' own partitions are not all the address's (their first messages are routed)
+    assert {partition_for_key(n, PARTITIONS) for n in NAMES} - {partition_for_key(SHARED_TWO, PARTITIONS)}
+    assert {records[u]["key"] for u in urls(port)} == {SHARED_TWO}
+    times = served.start_times(SHARED_TWO)
+    assert len(times) == len(NAMES) * (len(PATHS) + 1)
     assert min(gaps(times)) >= DELAY_S, [round(g, 3) for g in gaps(times)]
 
 
