@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agents import parser
 from agents.common import deadletter, load_host
+from agents.observe import audit_request, observe_fetch, observe_result
 from agents.robots import RobotsService
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
@@ -57,7 +58,8 @@ class FetcherRuntime:
     """Per-worker fetch machinery, created in the worker's event loop on first use."""
 
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
-    robots: RobotsService = field(default_factory=lambda: RobotsService(ROBOTS, settings["http.robots.cache.lru.size"]))
+    robots: RobotsService = field(default_factory=lambda: RobotsService(ROBOTS, settings["http.robots.cache.lru.size"],
+                                                                       pace=lambda o: _pace_of_origin(o)))
     http: HttpFetcher | None = None
     # fetcher-local pacing state next to the fetch queues (optional token bucket per queue)
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
@@ -146,6 +148,7 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
             statuses, signal = await fetch_one(msg, event)
         finally:
             runtime.done(msg.key, signal)
+        observe_result(statuses[0])
         for status in statuses:
             await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
@@ -244,6 +247,7 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
         headers["If-None-Match"] = msg.etag
     if msg.last_modified:
         headers["If-Modified-Since"] = msg.last_modified
+    audit_request(msg.key, time.time(), delay_s, load_host(msg.key).blocked_until_s)
     try:
         result = await runtime.http.fetch(msg.url, headers=headers)
     except FetchError as exc:
@@ -255,12 +259,29 @@ async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], Sign
                             retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
                             max_redirects=settings["http.redirect.max"],
                             backoff_max_s=settings["frontier.backoff.max.secs"], normalizer=NORMALIZER)
+    observe_fetch(result)
     assert runtime.warc is not None
     runtime.warc.write_fetch(msg.url, request_headers=result.request_headers, status=result.status, reason="",
                              response_headers=result.headers, body=result.body, ip=result.ip,
                              fetched_at_s=result.started_at_s, truncated=result.truncated,
                              http_version=result.http_version)
     return _messages(msg, outcome, result, fetch_id, result.ended_at_s, delay_s, decision.forward_s)
+
+
+def _pace_of_origin(origin: str) -> tuple[str, float, float]:
+    """(queue key, delay in force (s), blocked until (Unix s)) of a robots.txt request to ``origin``.
+
+    For the politeness audit of robots.txt requests (:class:`agents.robots.RobotsService`):
+    the queue's delay is the robots Crawl-delay already known for the origin, else the default.
+    """
+    key = partition_key(origin + "/", MODE)
+    delay_s = DEFAULT_DELAY_S
+    known = runtime.robots.cache.get(origin)
+    if known is not None:
+        decision = effective_crawl_delay(known[1].crawl_delay_s, ROBOTS)
+        if decision.delay_s is not None:
+            delay_s = decision.delay_s
+    return key, delay_s, load_host(key).blocked_until_s
 
 
 def _messages(msg: FetchMessage, outcome: Outcome, result: FetchResult | None, fetch_id: str, at_s: float,

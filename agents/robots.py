@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
+from agents.observe import audit_request, observe_robots
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.http import HttpFetcher
 from squall.robots_policy import RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules, decide
@@ -26,8 +28,11 @@ MAX_ROBOTS_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 class RobotsService:
     """Cached robots decisions of the origins this worker fetches (one per event loop)."""
 
-    def __init__(self, config: RobotsConfig, lru_size: int) -> None:
+    def __init__(self, config: RobotsConfig, lru_size: int,
+                 pace: Callable[[str], tuple[str, float, float]] | None = None) -> None:
+        """``pace(origin)`` → (queue key, delay in force (s), blocked until (Unix s)) for the audit; None = no audit."""
         self.config = config
+        self.pace = pace
         self.cache = RobotsCache(lru_size, config)
         self._inflight: dict[str, asyncio.Future[tuple[RobotsEntry, RobotsRules]]] = {}
 
@@ -55,6 +60,7 @@ class RobotsService:
         try:
             previous = self.cached(origin)
             outcome = await self._fetch(origin, http)
+            observe_robots(outcome.status)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
             if entry.permissive_fallback:
                 log.warning("squall: robots.txt of %s unreachable (status %s): allowing all "
@@ -74,6 +80,9 @@ class RobotsService:
         url = robots_url(origin + "/")
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
             try:
+                if self.pace is not None:  # the politeness audit: every hop is a request to the queue
+                    key, delay_s, blocked_until_s = self.pace(origin)
+                    audit_request(key, time.time(), delay_s, blocked_until_s)
                 result = await http.fetch(url)
             except BlockedAddress:
                 if hop == 0:

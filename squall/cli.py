@@ -17,7 +17,8 @@ from squall.errors import SquallError
 COMMAND_MODULES = (
     "squall.kafka_local",   # squall kafka up|down|status
     "squall.seeding",       # squall seed FILE|-
-    "squall.status_report", # squall status [--json] [--wait-idle]
+    "squall.status_report", # squall status [--json] [--wait-idle] [--watch]
+    "squall.audit_report",  # squall audit [--json]
     "squall.urls",          # squall url normalize URL...
     "squall.robots_policy", # squall robots check --robots FILE --agent NAME URL...
 )

@@ -35,7 +35,8 @@ def validate(values: Mapping[str, Any]) -> None:
     for key in ("fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
                 "http.timeout.connect", "http.timeout.read", "http.timeout.total",
                 "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
-                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate"):
+                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
+                "audit.tolerance.secs", "metrics.hosts.top"):
         if values[key] < 0:
             raise ConfigError(key, f"must not be negative, got {values[key]}")
     for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",

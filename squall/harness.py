@@ -125,6 +125,13 @@ class Crawl:
 
         return asyncio.run(latest_records(self.settings["kafka.bootstrap.servers"], changelog_name(self.settings, "urls")))
 
+    def audit(self) -> dict[str, Any]:
+        """``squall audit --json`` of this crawl: totals and one entry per host (``by_host``), worst first."""
+        from squall.audit import summary
+        from squall.audit_report import collect_audits
+
+        return summary(asyncio.run(collect_audits(self.settings)))
+
     def warc_files(self) -> list[Path]:
         return sorted((self.workdir / "warc").glob("*.warc.gz"))
 

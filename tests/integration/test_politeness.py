@@ -410,3 +410,46 @@ def test_queue_regulator_is_idempotent_under_redelivery(forced: Finished) -> Non
     assert marker.fetch_id in after["seen_fetch_ids"], "the regulator did not consume the marker signal"
     assert after == {**before, "seen_fetch_ids": before["seen_fetch_ids"] + [marker.fetch_id]}
     assert _end(bootstrap, hosts_log) == writes_before + 1  # the duplicates wrote nothing; only the marker did
+
+
+# ---------------------------------------------------------------------------- the crawler's own audit
+
+AUDIT_TOLERANCE_S = 0.01  # audit.tolerance.secs (default)
+# robots.txt redirect hops are requested back to back today (the pacing issue will pace them): both the
+# server and the audit must see that hop as a violation until then, and nothing else anywhere
+UNPACED_ROBOTS_HOPS = {ROBOTS_MOVED}
+
+
+def _server_violations(finished: Finished, ip: str, floor_s: float) -> int:
+    return sum(1 for gap in _gaps(finished.times(ip)) if gap < floor_s - AUDIT_TOLERANCE_S)
+
+
+@pytest.mark.parametrize("crawl_name", ["polite", "forced"])
+def test_the_crawlers_audit_agrees_with_the_server_request_for_request(
+        request: pytest.FixtureRequest, crawl_name: str) -> None:
+    finished: Finished = request.getfixturevalue(crawl_name)
+    audit = finished.crawl.audit()
+    by_host = {h["key"]: h for h in audit["by_host"]}
+    floors = {DELAY2: 2.0, DELAY_HALF: 0.5, CAPPED: CAP_S}
+    served = {r["ip"] for r in finished.served.requests()}
+    assert set(by_host) == served, (sorted(by_host), sorted(served))
+    for ip in sorted(served):
+        host = by_host[ip]
+        # every request the server received was audited, and only those
+        assert host["requests"] == len(finished.times(ip)), (host, finished.describe(ip))
+        server = _server_violations(finished, ip, floors.get(ip, SERVER_DELAY_S))
+        assert host["violations"] == server, (host, finished.describe(ip))
+        if ip not in UNPACED_ROBOTS_HOPS:
+            assert host["violations"] == 0, (host, finished.describe(ip))
+            assert host["min_gap_s"] is None or host["min_gap_s"] >= floors.get(ip, SERVER_DELAY_S) - AUDIT_TOLERANCE_S
+    assert audit["violations"] == sum(by_host[ip]["violations"] for ip in UNPACED_ROBOTS_HOPS if ip in by_host)
+    assert audit["inside_block"] == 0
+
+
+def test_the_audit_remembers_the_retry_after_block_and_no_request_fell_inside_it(polite: Finished) -> None:
+    host = {h["key"]: h for h in polite.crawl.audit()["by_host"]}[RETRY_AFTER]
+    limited = next(r for r in polite.served.requests() if r["ip"] == RETRY_AFTER and r["status"] == 429)
+    # the block began at (or after) the 429 request and lasted its Retry-After of 5 s
+    assert host["block_from_s"] == pytest.approx(limited["t"], abs=1.0)
+    assert host["blocked_until_s"] - limited["t"] >= 5.0 - AUDIT_TOLERANCE_S
+    assert host["inside_block"] == 0 and host["violations"] == 0
