@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "squall.seeding",       # squall seed FILE|-
     "squall.status_report", # squall status [--json] [--wait-idle] [--watch]
     "squall.audit_report",  # squall audit [--json]
+    "squall.dashboard",     # squall dashboard [--port N]
+    "squall.tail",          # squall tail TOPIC
     "squall.urls",          # squall url normalize URL...
     "squall.robots_policy", # squall robots check --robots FILE --agent NAME URL...
 )

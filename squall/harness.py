@@ -62,13 +62,16 @@ class Crawl:
             if saved is not None:
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = saved
 
-    def start_worker(self, name: str = "w1") -> subprocess.Popen[bytes]:
-        """Start ``faust -A topology worker`` (its own data dir and log file) and return the process."""
+    def start_worker(self, name: str = "w1", web_port: int | None = None) -> subprocess.Popen[bytes]:
+        """Start ``faust -A topology worker`` (its own data dir and log file) and return the process.
+
+        ``web_port``: serve the worker's web pages (``/metrics``) on 127.0.0.1 at that port; None = no web server.
+        """
         datadir = self.workdir / "data" / name
         env = dict(self._env, SQUALL_CONF=str(self.conf_path))
         log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (owned by the process)
         cmd = [sys.executable, "-m", "faust", "-A", "topology", "--datadir", str(datadir), "worker",
-               "-l", "info", "--without-web"]
+               "-l", "info", *(["--web-port", str(web_port)] if web_port else ["--without-web"])]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.workers[name] = proc

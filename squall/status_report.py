@@ -261,16 +261,29 @@ async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:
     return lag
 
 
-async def collect(settings: Mapping[str, Any]) -> Report:
-    """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
+async def collect_records(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The latest table records (``urls``, ``hosts``, ``audit``, ``robots``: key → dict), ``lag`` and
+    ``deadletters`` of ``settings``' topology, read from the broker."""
     from squall.kafka_admin import end_offsets
     from squall.topics import changelog_name, topic_name
 
     bootstrap = settings["kafka.bootstrap.servers"]
-    urls, hosts, audits, robots = [await latest_records(bootstrap, changelog_name(settings, t))
-                                   for t in ("urls", "hosts", "audit", "robots")]
-    dead = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
-    return build_report(urls, hosts, time.time(), await _lag(settings), dead, audits=audits, robots=robots)
+    out: dict[str, Any] = {t: await latest_records(bootstrap, changelog_name(settings, t))
+                           for t in ("urls", "hosts", "audit", "robots")}
+    out["deadletters"] = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
+    out["lag"] = await _lag(settings)
+    return out
+
+
+def report_of(records: Mapping[str, Any], now_s: float) -> Report:
+    """The :class:`Report` of :func:`collect_records`' result at ``now_s``."""
+    return build_report(records["urls"], records["hosts"], now_s, records["lag"], records["deadletters"],
+                        audits=records["audit"], robots=records["robots"])
+
+
+async def collect(settings: Mapping[str, Any]) -> Report:
+    """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
+    return report_of(await collect_records(settings), time.time())
 
 
 async def wait_idle(settings: Mapping[str, Any], timeout_s: float, poll_s: float = 1.0,

@@ -12,7 +12,7 @@ the same worker: ARCHITECTURE.md invariant 1):
 * ``<id>-status``   StatusMessage JSON: seeds, outlinks, fetch results.
 * ``<id>-fetch``    FetchMessage JSON: URLs handed out by the spout.
 * ``<id>-signals``  SignalMessage JSON: one per handed-out URL, for the queue regulator.
-* ``<id>-ticks``    empty messages sent to one partition when that
+* ``<id>-ticks``    ``{"partition": p, "sent_at_s": t}`` sent to one partition when that
   partition's spout has a due host (the hand-out then runs inside that
   partition's event, which Faust table writes need).
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
