@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +104,20 @@ class Crawl:
             raise ValueError(f"bad seeds: {bad}")
         return asyncio.run(produce_seeds(self.settings, lines))
 
-    def wait_idle(self, timeout_s: float = 300.0) -> Report:
-        """Wait until nothing is due, in flight or unconsumed; raise if a worker died."""
+    def wait_idle(self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None) -> Report:
+        """Wait until nothing is due, in flight, unconsumed or waiting; raise if a worker died.
+
+        ``on_report`` is called with each intermediate report (every few seconds): progress display.
+        """
         deadline = time.monotonic() + timeout_s
         while True:
             for name, proc in self.workers.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"worker {name} exited with {proc.returncode}; see {self.workdir}/worker-{name}.log")
             remaining = deadline - time.monotonic()
-            report = asyncio.run(wait_idle(self.settings, min(10.0, max(1.0, remaining))))
+            report = asyncio.run(wait_idle(self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining))))
+            if on_report is not None:
+                on_report(report)
             if report.idle and report.by_status:
                 return report
             if remaining <= 0:

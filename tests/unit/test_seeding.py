@@ -64,3 +64,4 @@ def test_parsing_never_raises_on_garbage():
     seeds = list(parse_seed_lines(lines, NORMALIZER))
     assert all((s.url is None) != (s.error is None) for s in seeds)
     assert [s.lineno for s in seeds] == sorted(s.lineno for s in seeds)
+
