@@ -61,7 +61,7 @@ def total(samples: dict[tuple[tuple[str, str], ...], float], **labels: str) -> f
 
 
 def squall_cli(crawl: Crawl, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, SQUALL_CONF=str(crawl.conf_path))
+    env = dict(os.environ, SQUALL_CONF=str(crawl.conf_path), COLUMNS="200")  # rich: a wide terminal
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     return subprocess.run([sys.executable, "-m", "squall.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -330,3 +330,13 @@ def test_a_screenshot_of_the_dashboard_is_kept(observed: Observed) -> None:
     assert shot.stat().st_size > 10_000
     if os.environ.get("SQUALL_UPDATE_DOCS"):  # refresh the README's picture: SQUALL_UPDATE_DOCS=1
         shutil.copy(shot, ROOT / "docs" / "dashboard.png")
+
+
+def test_the_live_view_shows_the_crawl_and_returns_once_idle(observed: Observed) -> None:
+    result = squall_cli(observed.crawl, "status", "--watch", "--wait-idle", "--interval", "0.5", "--timeout", "60")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    fetched = observed.status["by_status"]["FETCHED"]
+    assert f"FETCHED {fetched}" in out and "idle: nothing due, in flight, unconsumed or waiting" in out, out
+    assert "busiest hosts" in out and all(ip in out for ip in HOSTS), out
+    assert "audit violations 0" in out
