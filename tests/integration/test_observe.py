@@ -340,3 +340,24 @@ def test_the_live_view_shows_the_crawl_and_returns_once_idle(observed: Observed)
     assert f"FETCHED {fetched}" in out and "idle: nothing due, in flight, unconsumed or waiting" in out, out
     assert "busiest hosts" in out and all(ip in out for ip in HOSTS), out
     assert "audit violations 0" in out
+
+
+# keep last: it restarts the worker and fetches one more page
+def test_the_audit_survives_a_worker_restart(observed: Observed) -> None:
+    crawl, served = observed.crawl, observed.served
+    ip = HOSTS[0]
+    before = {h["key"]: h for h in crawl.audit()["by_host"]}[ip]
+    crawl.stop_worker("w1")                      # clean shutdown; the audit table is on its changelog
+    crawl.start_worker("w1")                     # recovers the tables from the changelogs
+    target = served.url(ip, "/nofollow-target")  # linked only with rel=nofollow: not crawled yet
+    crawl.seed([target])
+    deadline = time.monotonic() + 180
+    while crawl.records().get(target, {}).get("status") != "FETCHED" and time.monotonic() < deadline:
+        time.sleep(1.0)
+    crawl.wait_idle(timeout_s=120)
+    after = {h["key"]: h for h in crawl.audit()["by_host"]}[ip]
+    times = served.start_times(ip)
+    # the new owner continued the recovered record: one more request, counted with the ones before the restart
+    assert after["requests"] == before["requests"] + 1 == len(times), (before, after)
+    assert after["first_start_s"] == before["first_start_s"]
+    assert after["violations"] == 0 and after["min_gap_s"] == pytest.approx(before["min_gap_s"])
