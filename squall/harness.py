@@ -104,8 +104,10 @@ class Crawl:
             raise ValueError(f"bad seeds: {bad}")
         return asyncio.run(produce_seeds(self.settings, lines))
 
-    def wait_idle(self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None) -> Report:
-        """Wait until nothing is due, in flight, unconsumed or waiting; raise if a worker died.
+    def wait_idle(self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None,
+                  max_wait_s: float = 60.0) -> Report:
+        """Wait until nothing is due, in flight or unconsumed, and no URL waits for a Retry-After,
+        robots.txt retry or back-off ending within ``max_wait_s`` seconds; raise if a worker died.
 
         ``on_report`` is called with each intermediate report (every few seconds): progress display.
         """
@@ -115,10 +117,11 @@ class Crawl:
                 if proc.poll() is not None:
                     raise RuntimeError(f"worker {name} exited with {proc.returncode}; see {self.workdir}/worker-{name}.log")
             remaining = deadline - time.monotonic()
-            report = asyncio.run(wait_idle(self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining))))
+            report = asyncio.run(wait_idle(self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining)),
+                                           max_wait_s=max_wait_s))
             if on_report is not None:
                 on_report(report)
-            if report.idle and report.by_status:
+            if report.settled(max_wait_s) and report.by_status:
                 return report
             if remaining <= 0:
                 raise TimeoutError(f"crawl not idle after {timeout_s} s: {report.to_json()}")

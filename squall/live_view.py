@@ -43,7 +43,7 @@ def render(report: Report) -> Group:
                 style="bold red" if report.audit_violations else "green")
     if report.waiting:
         head.append(f"\nwaiting: {report.waiting} URLs (Retry-After, robots.txt retry or back-off) "
-                    f"until {clock(report.waiting_until_s)}", style="yellow")
+                    f"until {clock(report.waiting_until_s)} (next at {clock(report.waiting_next_s)})", style="yellow")
     if report.idle and total:
         head.append("\nidle: nothing due, in flight, unconsumed or waiting", style="green")
     busiest = report.hosts[:TOP_ROWS]

@@ -17,11 +17,14 @@ Rules (seed 003: transient vs permanent failures; StormCrawler keys):
 * FETCH_ERROR: counted; retried after ``fetchInterval.fetch.error`` minutes,
   doubled for each further error; at ``max.fetch.errors`` the URL becomes
   ERROR ``fetch.too_many_errors``. A rate-limited answer (429/503) is
-  rescheduled at its Retry-After/back-off time and is *not* counted as a
-  fetch failure (only its attempt count grows).
+  rescheduled at its host's Retry-After/back-off time and is *not* counted as
+  a fetch failure; it counts as a rate limit instead: after ``max.rate.limits``
+  consecutive rate-limited answers (no success between) the URL ends ERROR
+  ``http.rate_limited.too_many`` instead of cycling forever.
 * ERROR: next fetch after ``fetchInterval.error`` minutes (-1: never).
 * DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
-  ``retry_after_s``" (robots.txt unavailable: the host waits).
+  ``retry_after_s``" (robots.txt unavailable, or a hand-out given back
+  because its host is blocked): the status stays as it was.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class ScheduleConfig:
     fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
     error_interval_s: float | None        # fetchInterval.error; None = never
     max_fetch_errors: int                 # max.fetch.errors
+    max_rate_limits: int | None = None    # max.rate.limits; None = never give up
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
@@ -51,8 +55,10 @@ class ScheduleConfig:
             value = settings[key]
             return None if value < 0 else float(value) * 60.0
 
+        limit = int(settings["max.rate.limits"])
         return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
-                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]))
+                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]),
+                   None if limit < 0 else limit)
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,8 @@ class UrlRecord:
 
     Times are Unix seconds; ``next_fetch_at_s`` None means never again.
     ``attempts`` counts requests made for this URL, ``fetch_errors`` the
-    consecutive transient failures. ``chain`` is the redirect chain that led
+    consecutive transient failures, ``rate_limits`` the consecutive
+    rate-limited answers (429/503). ``chain`` is the redirect chain that led
     here (oldest first).
     """
 
@@ -72,6 +79,7 @@ class UrlRecord:
     priority: int = DISCOVERED_PRIORITY
     attempts: int = 0
     fetch_errors: int = 0
+    rate_limits: int = 0
     next_fetch_at_s: float | None = None
     last_fetch_at_s: float | None = None
     discovered_at_s: float = 0.0
@@ -129,18 +137,24 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
     if msg.status is Status.FETCHED:
-        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0,
+        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0, rate_limits=0,
                        next_fetch_at_s=_after(at, config.default_interval_s),
                        etag=msg.etag or (record.etag if msg.not_modified else None),
                        last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
     if msg.status is Status.REDIRECTION:
-        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0,
+        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0, rate_limits=0,
                        redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
     if msg.status is Status.FETCH_ERROR:
         if msg.reason == Reason.HTTP_RATE_LIMITED.value:
-            # a rate signal, not a failure of this URL: reschedule, count the attempt only
+            # a rate signal, not a failure of this URL: reschedule when the host's block ends
+            limits = record.rate_limits + 1
+            if config.max_rate_limits is not None and limits >= config.max_rate_limits:
+                return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
+                               reason=Reason.HTTP_RATE_LIMITED_TOO_MANY.value,
+                               next_fetch_at_s=_after(at, config.error_interval_s))
             return replace(base, status=Status.DISCOVERED if record.status is Status.DISCOVERED else record.status,
-                           attempts=attempts, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+                           attempts=attempts, rate_limits=limits,
+                           next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
         errors = record.fetch_errors + 1
         if errors >= config.max_fetch_errors:
             return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,

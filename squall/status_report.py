@@ -36,8 +36,9 @@ class Report:
 
     ``waiting`` counts DISCOVERED URLs that are not due yet because of a
     Retry-After, a robots.txt retry or a back-off (their own next fetch time
-    or their host's block is in the future); ``waiting_until_s`` is the
-    latest of those times (None: nothing waits). ``hosts`` has one row per
+    or their host's block is in the future); ``waiting_next_s`` and
+    ``waiting_until_s`` are the earliest and the latest of those times
+    (None: nothing waits). ``hosts`` has one row per
     host (see :func:`host_rows`); ``pages_per_s`` is the average since the
     first fetch, ``pages_per_s_recent`` over the last minute, ``eta_s`` the
     time left for the URLs still to fetch at the recent rate (None when it
@@ -54,6 +55,7 @@ class Report:
     deadletters: int = 0
     waiting: int = 0
     waiting_until_s: float | None = None
+    waiting_next_s: float | None = None
     hosts: list[dict[str, Any]] = field(default_factory=list)
     pages_per_s: float = 0.0
     pages_per_s_recent: float = 0.0
@@ -71,17 +73,18 @@ class Report:
         return not (self.due_now == 0 and self.in_flight == 0 and not any(self.lag.values()))
 
     def settled(self, max_wait_s: float) -> bool:
-        """Idle, or only waiting for blocks that end more than ``max_wait_s`` (s) after the report."""
+        """Idle, or only waiting for blocks that all end more than ``max_wait_s`` (s) after the report."""
         if self.busy_without_waits():
             return False
-        return self.waiting == 0 or (self.waiting_until_s or 0.0) > self.at_s + max_wait_s
+        return self.waiting == 0 or (self.waiting_next_s or 0.0) > self.at_s + max_wait_s
 
     def to_json(self) -> dict[str, Any]:
         return {"total": sum(self.by_status.values()), "by_status": dict(self.by_status),
                 "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
                 "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
                 "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
-                "waiting": self.waiting, "waiting_until_s": self.waiting_until_s, "hosts": self.hosts,
+                "waiting": self.waiting, "waiting_next_s": self.waiting_next_s,
+                "waiting_until_s": self.waiting_until_s, "hosts": self.hosts,
                 "pages_per_s": round(self.pages_per_s, 3), "pages_per_s_recent": round(self.pages_per_s_recent, 3),
                 "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
                 "audit_violations": self.audit_violations, "at_s": self.at_s}
@@ -92,7 +95,7 @@ class Report:
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
         if self.waiting:
             lines.append(f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
-                         f"until {clock(self.waiting_until_s)}")
+                         f"until {clock(self.waiting_until_s)} (next at {clock(self.waiting_next_s)})")
         lines.append(f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
                      f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}")
         if self.reasons:
@@ -149,6 +152,7 @@ def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapp
         elif status in WAITING_STATUSES:
             report.waiting += 1
             report.waiting_until_s = max(report.waiting_until_s or 0.0, ready)
+            report.waiting_next_s = min(report.waiting_next_s or ready, ready)
     for host in hosts.values():
         report.in_flight += len(host.get("in_flight") or {})
         for reason, n in (host.get("rejected") or {}).items():

@@ -415,35 +415,32 @@ def test_queue_regulator_is_idempotent_under_redelivery(forced: Finished) -> Non
 # ---------------------------------------------------------------------------- the crawler's own audit
 
 AUDIT_TOLERANCE_S = 0.01  # audit.tolerance.secs (default)
-# robots.txt redirect hops are requested back to back today (the pacing issue will pace them): both the
-# server and the audit must see that hop as a violation until then, and nothing else anywhere
-UNPACED_ROBOTS_HOPS = {ROBOTS_MOVED}
 
 
-def _server_violations(finished: Finished, ip: str, floor_s: float) -> int:
-    return sum(1 for gap in _gaps(finished.times(ip)) if gap < floor_s - AUDIT_TOLERANCE_S)
+def assert_audit_agrees_with_the_server(crawl: Crawl, served: ServedSite, floors: dict[str, float],
+                                        default_floor_s: float) -> None:
+    """The crawler's own audit (``squall audit``) and the recording server: same requests, no violation."""
+    audit = crawl.audit()
+    by_host = {h["key"]: h for h in audit["by_host"]}
+    ips = {r["ip"] for r in served.requests()}
+    assert set(by_host) == ips, (sorted(by_host), sorted(ips))
+    for ip in sorted(ips):
+        host, times, floor = by_host[ip], served.start_times(ip), floors.get(ip, default_floor_s)
+        # every request the server received was audited, and only those
+        assert host["requests"] == len(times), (host, times)
+        # both measure the same requests: the same violations (robots.txt redirect hops included), and none
+        server = sum(1 for gap in _gaps(times) if gap < floor - AUDIT_TOLERANCE_S)
+        assert host["violations"] == server == 0, (host, times)
+        assert host["min_gap_s"] is None or host["min_gap_s"] >= floor - AUDIT_TOLERANCE_S, host
+    assert audit["violations"] == 0 and audit["inside_block"] == 0
 
 
 @pytest.mark.parametrize("crawl_name", ["polite", "forced"])
 def test_the_crawlers_audit_agrees_with_the_server_request_for_request(
         request: pytest.FixtureRequest, crawl_name: str) -> None:
     finished: Finished = request.getfixturevalue(crawl_name)
-    audit = finished.crawl.audit()
-    by_host = {h["key"]: h for h in audit["by_host"]}
     floors = {DELAY2: 2.0, DELAY_HALF: 0.5, CAPPED: CAP_S}
-    served = {r["ip"] for r in finished.served.requests()}
-    assert set(by_host) == served, (sorted(by_host), sorted(served))
-    for ip in sorted(served):
-        host = by_host[ip]
-        # every request the server received was audited, and only those
-        assert host["requests"] == len(finished.times(ip)), (host, finished.describe(ip))
-        server = _server_violations(finished, ip, floors.get(ip, SERVER_DELAY_S))
-        assert host["violations"] == server, (host, finished.describe(ip))
-        if ip not in UNPACED_ROBOTS_HOPS:
-            assert host["violations"] == 0, (host, finished.describe(ip))
-            assert host["min_gap_s"] is None or host["min_gap_s"] >= floors.get(ip, SERVER_DELAY_S) - AUDIT_TOLERANCE_S
-    assert audit["violations"] == sum(by_host[ip]["violations"] for ip in UNPACED_ROBOTS_HOPS if ip in by_host)
-    assert audit["inside_block"] == 0
+    assert_audit_agrees_with_the_server(finished.crawl, finished.served, floors, SERVER_DELAY_S)
 
 
 def test_the_audit_remembers_the_retry_after_block_and_no_request_fell_inside_it(polite: Finished) -> None:

@@ -309,7 +309,7 @@ def test_schedule_config_converts_stormcrawler_minutes_to_seconds(tmp_path):
                     "max.fetch.errors: 5\n")
     config = ScheduleConfig.from_settings(load_settings(conf))
     assert config == ScheduleConfig(default_interval_s=3600.0, fetch_error_interval_s=150.0,
-                                    error_interval_s=None, max_fetch_errors=5)
+                                    error_interval_s=None, max_fetch_errors=5, max_rate_limits=20)
 
 
 def test_schedule_config_from_the_defaults_follows_the_defaults_file(tmp_path):

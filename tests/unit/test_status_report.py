@@ -108,7 +108,7 @@ def test_urls_held_by_a_future_time_or_a_host_block_are_waiting_not_due_and_keep
     report = build_report(urls, hosts, NOW)
     assert (report.due_now, report.waiting, report.waiting_until_s) == (0, 2, NOW + 90)
     assert not report.idle
-    assert report.settled(max_wait_s=60) and not report.settled(max_wait_s=120)
+    assert report.settled(max_wait_s=20) and not report.settled(max_wait_s=60)  # the next wait ends in 30 s
     assert "waiting: 2 URLs" in report.to_text()
     assert build_report(urls, hosts, NOW + 100).due_now == 2
 
@@ -161,3 +161,13 @@ def test_the_live_view_renders_totals_waits_and_hosts():
     for part in ("URLs 10", "DISCOVERED 4", "waiting: 2 URLs", "busiest hosts", "most blocked hosts", "v.example",
                  "audit violations 0"):
         assert part in text, text
+
+
+def test_a_long_wait_does_not_hide_a_short_one():
+    urls = {"soon": rec("https://w.example/1", "w.example", Status.DISCOVERED, NOW + 5),
+            "late": rec("https://w.example/2", "w.example", Status.DISCOVERED, NOW + 600)}
+    report = build_report(urls, {}, NOW)
+    assert (report.waiting_next_s, report.waiting_until_s) == (NOW + 5, NOW + 600)
+    assert not report.settled(max_wait_s=60)      # the 5 s wait is waited for
+    del urls["soon"]  # fetched: only the 600 s wait is left
+    assert build_report(urls, {}, NOW + 10).settled(max_wait_s=60)
