@@ -183,8 +183,8 @@ def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, A
     """One row per host for the live view and the dashboard (busiest first).
 
     Fields: ``host``, ``urls``, ``fetched``, ``discovered``, ``errors``,
-    ``requests`` / ``violations`` / ``min_gap_s`` / ``delay_s`` (delay in force
-    at the last request) from the audit, ``next_fetch_at_s`` and
+    ``requests`` / ``violations`` / ``min_gap_s`` from the audit, ``delay_s``
+    (the delay in force: the hosts table's pace, else the audit's last), ``next_fetch_at_s`` and
     ``blocked_until_s`` (Unix s, None when past), ``backoff_attempts``,
     ``in_flight``, ``robots`` (``rules``, ``allow_all``, ``disallow_all`` or
     ``unknown``, with the last HTTP status) and ``robots_retry_at_s``.
@@ -207,7 +207,8 @@ def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, A
             "errors": counts.get(Status.ERROR.value, 0) + counts.get(Status.FETCH_ERROR.value, 0),
             "requests": int(audit.get("requests") or 0), "violations": int(audit.get("violations") or 0),
             "min_gap_s": audit.get("min_gap_s"), "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
-            "delay_s": audit.get("required_delay_s"),
+            # the delay in force: the durable pace (hosts table), else the audit's last one
+            "delay_s": host.get("delay_s") or audit.get("required_delay_s"),
             "next_fetch_at_s": nxt if nxt > now_s else None, "blocked_until_s": blocked if blocked > now_s else None,
             "backoff_attempts": int((host.get("backoff") or {}).get("attempts") or 0),
             "in_flight": len(host.get("in_flight") or {}),
