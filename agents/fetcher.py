@@ -46,7 +46,9 @@ from pathlib import Path
 from agents import parser
 from agents.common import deadletter, load_host
 from agents.observe import audit_request, observe_fetch, observe_result
+from agents.render import render_step
 from agents.robots import RobotsService
+from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from squall import fetch_decision as fd
 from squall.backoff import TokenBucket, try_take
@@ -57,7 +59,6 @@ from squall.outcome import classify_failure, classify_http
 from squall.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
 from squall.partition import partition_for_key, partition_key
 from squall.records import FetchMessage, SignalKind, StatusMessage
-from squall.robots_policy import effective_crawl_delay
 from squall.urls import NormalizerConfig, origin_of
 from squall.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
@@ -118,6 +119,8 @@ class FetcherRuntime:
     recent: OrderedDict[str, None] = field(default_factory=OrderedDict)
     warc: WarcWriter | None = None
     free_slots: int = THREADS
+    # hand-outs of an earlier owner fetched here: each is a repeat if that owner had fetched it before dying
+    takeover_fetches: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     pending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_PENDING))
 
@@ -346,19 +349,14 @@ async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
                        ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
-        _entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
+        entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
     except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
         pace = turn.end(event_ended)
         return fd.report(msg, classify_failure(exc.reason), None, event_ended.at_s, pace, None, None), event_ended, pace
-    turn.end(_robots_ended(f"robots:{fd.fetch_id(msg)}", rules))
+    turn.end(fd.robots_ended(f"robots:{fd.fetch_id(msg)}", rules, time.time(), CONFIG))
+    await emit_robots_sitemaps(origin, entry, msg.key)  # its Sitemap: lines enter as DISCOVERED (marked)
     return None
-
-
-def _robots_ended(fid: str, rules) -> FetchEnded:  # noqa: ANN001 (RobotsRules)
-    """A robots.txt request ended: its own Crawl-delay already spaces the next request (never resets a back-off)."""
-    decision = effective_crawl_delay(rules.crawl_delay_s, CONFIG.robots)
-    return FetchEnded(fetch_id=fid, kind=SignalKind.OTHER, at_s=time.time(), crawl_delay_s=decision.delay_s)
 
 
 async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  # noqa: ANN001
@@ -368,6 +366,11 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     if isinstance(decision, fd.Skip):
         status, event_ended = fd.skipped(msg, decision, now)
         return [status], event_ended, turn.end(event_ended)
+    if msg.handed_out_at_s is not None and msg.handed_out_at_s < state.assigned_at.get(
+            partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s):
+        runtime.takeover_fetches += 1
+        log.info("squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
+                 "take-over; %d so far)", msg.url, runtime.takeover_fetches)
     await _token(msg.key)
     assert runtime.http is not None and runtime.warc is not None
     runtime.audit(msg.key)
@@ -382,14 +385,18 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
                             retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
                             max_redirects=MAX_REDIRECTS, normalizer=NORMALIZER)
     observe_fetch(result)
-    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
-                           retry_until_s=outcome.retry_after_s)
-    pace = turn.end(event_ended)  # the delay runs from the end of the request
     await asyncio.to_thread(runtime.warc.write_fetch, msg.url, request_headers=result.request_headers,
                             status=result.status, reason="", response_headers=result.headers, body=result.body,
                             ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
                             http_version=result.http_version)
-    parsed = parser.parse(result, depth=msg.depth, metadata=msg.metadata) if outcome.parse else None
+    if outcome.parse:  # a JavaScript page is rendered inside this turn (issue 12): it counts as a fetch of its host
+        result = await render_step(msg, result, runtime)
+    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
+                           retry_until_s=outcome.retry_after_s)
+    pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
+    # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
+    parsed = await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) \
+        if outcome.parse else None
     fetched = fd.Fetched(etag=result.header("ETag"), last_modified=result.header("Last-Modified"),
                          truncated=result.truncated)
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
@@ -413,10 +420,11 @@ async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001
         if isinstance(turn, HandBack):
             return  # the host is blocked: refresh later
         try:
-            _entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
-            turn.end(_robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules))
+            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
+            turn.end(fd.robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules, time.time(), CONFIG))
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))
+        await emit_robots_sitemaps(origin, entry, key)  # its Sitemap: lines enter as DISCOVERED (marked)
     except Exception:
         log.exception("squall: background refresh of robots.txt for %s failed", origin)
     finally:

@@ -8,12 +8,14 @@ no parse topic: see :mod:`topology`.
 
 from __future__ import annotations
 
+from agents.sitemaps import parse_sitemap
 from squall import metadata as md
 from squall.errors import InvalidURL
 from squall.http import FetchResult
 from squall.parse import is_parseable, parse_html
 from squall.records import StatusMessage
 from squall.robots_policy import product_token
+from squall.sitemaps import is_marked, settle_status
 from squall.urls import NormalizerConfig, canonicalize
 from topology import settings
 
@@ -30,13 +32,20 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     The recorded metadata (``parse.*`` keys, kept when ``metadata.persist``
     names them — the default) says ``parse.noindex`` / ``parse.nofollow``
     (meta robots or X-Robots-Tag), ``parse.canonical`` (rel=canonical),
-    ``parse.title`` and ``parse.charset``. Content types outside
-    ``parser.mimetypes`` are not parsed (they are still archived).
+    ``parse.title`` and ``parse.charset``; a page that went through the
+    browser also ``parse.render*`` (:meth:`squall.render_policy.RenderOutcome.metadata`).
+    Content types outside ``parser.mimetypes`` are not parsed (they are still archived). A URL
+    marked ``isSitemap=true`` is read as a sitemap instead
+    (:func:`agents.sitemaps.parse_sitemap`), whatever its content type.
     """
+    if is_marked(metadata):
+        return parse_sitemap(result, depth=depth, metadata=metadata)
     if not is_parseable(result.content_type, MIMETYPES):
         return {}, []
     parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
     recorded = {"parse.charset": [parsed.charset]}
+    if result.render is not None:
+        recorded.update(result.render.metadata())
     if parsed.noindex:
         recorded["parse.noindex"] = ["true"]
     if parsed.nofollow:
@@ -59,3 +68,8 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
             seen.add(url)
             out.append(StatusMessage(url=url, depth=depth + 1, metadata=inherited))
     return recorded, out
+
+
+def settle(status: StatusMessage) -> StatusMessage:
+    """The page's own status after its parse: a broken sitemap ends ERROR with its reason (``sitemap.*``)."""
+    return settle_status(status)

@@ -25,7 +25,8 @@ from collections.abc import Awaitable, Callable
 from agents.observe import observe_robots
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.http import HttpFetcher
-from squall.robots_policy import RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules, decide
+from squall.robots_policy import (RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules,
+                                  conditional_headers, decide)
 from squall.urls import robots_url
 from topology import robots_table
 
@@ -74,9 +75,13 @@ class RobotsService:
         self._inflight[origin] = future
         try:
             previous = self.cached(origin)
-            outcome = await self._fetch(origin, http, pause)
+            validators = conditional_headers(previous[0] if previous else None)   # a 304 keeps the cached copy
+            outcome = await self._fetch(origin, http, validators, pause)
             observe_robots(outcome.status)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
+            if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
+                log.warning("squall: robots.txt of %s is %d bytes: only the first %d parsed "
+                            "(http.robots.content.limit)", origin, len(outcome.body), self.config.content_limit)
             if entry.permissive_fallback:
                 log.warning("squall: robots.txt of %s unreachable (status %s): allowing all "
                             "(http.robots.5xx.allow is true)", origin, outcome.status)
@@ -91,16 +96,17 @@ class RobotsService:
         finally:
             del self._inflight[origin]
 
-    async def _fetch(self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]]) -> RobotsFetchOutcome:
+    async def _fetch(self, origin: str, http: HttpFetcher, validators: dict[str, str],
+                     pause: Callable[[], Awaitable[None]]) -> RobotsFetchOutcome:
         url = robots_url(origin + "/")
         chain = [url]
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
             if hop:
                 await pause()  # each hop is a request: it waits the delay like any other
             try:
-                if self.before_request is not None:
+                if self.before_request is not None:  # the politeness audit: every hop is a request
                     self.before_request(origin, hop)
-                result = await http.fetch(url)
+                result = await http.fetch(url, headers=validators if hop == 0 else None)
             except BlockedAddress:
                 if hop == 0:
                     raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
@@ -111,7 +117,7 @@ class RobotsService:
                 return RobotsFetchOutcome(status=None, redirects=hop)
             location = result.location
             if not (300 <= result.status < 400 and location):
-                return RobotsFetchOutcome(status=result.status, body=result.body,
+                return RobotsFetchOutcome(status=result.status, body=result.body, truncated=result.truncated,
                                           headers={k: v for k, v in result.headers}, redirects=hop)
             if location in chain:
                 log.info("squall: robots.txt of %s redirects in a loop (%s): unreachable", origin, location)

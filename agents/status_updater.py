@@ -36,7 +36,7 @@ async def status_updater(stream):
     async for event in stream.events():
         try:
             msg = StatusMessage.from_bytes(event.value)
-            url = canonicalize(msg.url, NORMALIZER)
+            url = canonicalize(msg.url, NORMALIZER, seed=msg.seed)   # userinfo: dropped from links, refused in seeds
         except (MessageError, InvalidURL) as exc:
             await deadletter(event.value, exc)
             continue

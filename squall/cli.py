@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "squall.tail",          # squall tail TOPIC
     "squall.urls",          # squall url normalize URL...
     "squall.robots_policy", # squall robots check --robots FILE --agent NAME URL...
+    "squall.sitemap_check", # squall sitemap check URL|FILE
 )
 
 

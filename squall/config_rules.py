@@ -17,6 +17,8 @@ rules that relate keys to each other, with their sources:
   frontier robots delay included) to every URL, however many were handed out
   ahead, so that check protects nothing and is gone.
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
+* ``sitemap.*`` ranges (:meth:`squall.sitemaps.SitemapConfig.from_settings`).
+* ``render.*``: :meth:`squall.render_policy.RenderConfig.from_settings` (ranges, resource type names).
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ def validate(values: Mapping[str, Any]) -> None:
         raise ConfigError("kafka.session.timeout.secs", "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
+    from squall.sitemaps import SitemapConfig
+
+    SitemapConfig.from_settings(values)  # raises ConfigError naming a sitemap.* key out of range
+    from squall.render_policy import RenderConfig  # here: settings loading must not import the parser eagerly
+
+    RenderConfig.from_settings(values)
 
 
 def _validate_robots_pacing(values: Mapping[str, Any]) -> None:

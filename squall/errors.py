@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
+    ├── BrowserMissing         no Chromium executable to render pages with
     └── FetchError             a fetch that failed (carries a FetchFailure reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
@@ -30,12 +31,13 @@ class ConfigError(SquallError):
 
 
 class InvalidURL(SquallError):
-    """A URL that cannot be crawled; ``reason`` is a short machine-readable code."""
+    """A URL that cannot be crawled; ``reason`` is a short machine-readable code, ``detail`` a hint for people."""
 
-    def __init__(self, reason: str, url: str = "") -> None:
+    def __init__(self, reason: str, url: str = "", detail: str = "") -> None:
         self.reason = reason
         self.url = url
-        super().__init__(f"{reason}: {url!r}")
+        self.detail = detail
+        super().__init__(f"{reason}: {url!r}" + (f" ({detail})" if detail else ""))
 
 
 class MessageError(SquallError):
@@ -44,6 +46,10 @@ class MessageError(SquallError):
 
 class KafkaSetupError(SquallError):
     """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class BrowserMissing(SquallError):
+    """No Chromium executable was found (``render.browser.path``, PATH); the message says how to install one."""
 
 
 class FetchError(SquallError):

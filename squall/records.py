@@ -50,6 +50,9 @@ class Reason(str, Enum):
     TRAP_HOST_CAP = "trap.host_cap"
     TRAP_QUERY_PARAMS = "trap.query_params"
     TRAP_REPEATED_SEGMENTS = "trap.repeated_segments"
+    TRAP_REPEATED_RUN = "trap.repeated_run"
+    TRAP_HOST_SEGMENT = "trap.host_segment"
+    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param"
     # robots.txt (RFC 9309) and Crawl-delay (seed 000)
     ROBOTS_DENIED = "robots.denied"          # disallowed by the rules
     ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt unreachable: complete disallow, the URL waits (§2.3.1.4)
@@ -72,6 +75,14 @@ class Reason(str, Enum):
     FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
     # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
     FETCH_DEFERRED = "fetch.deferred"
+    # sitemaps (squall.sitemaps): fetched, but not a usable sitemap
+    SITEMAP_MALFORMED = "sitemap.malformed"
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
+    SITEMAP_TOO_BIG = "sitemap.too_big"
+    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
+    SITEMAP_DUPLICATE = "sitemap.duplicate"
+    SITEMAP_TOO_OLD = "sitemap.too_old"
+    SITEMAP_TOO_DEEP = "sitemap.too_deep"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,10 @@ class Report:
     in_flight: int = 0
     lag: dict[str, int] = field(default_factory=dict)
     deadletters: int = 0
+    robots_truncated: list[str] = field(default_factory=list)   # origins whose robots.txt was cut at the limit
+    rendered: int = 0
+    render_failures: Counter = field(default_factory=Counter)
+    render_refused: Counter = field(default_factory=Counter)
     waiting: int = 0
     waiting_until_s: float | None = None
     waiting_next_s: float | None = None
@@ -83,6 +87,9 @@ class Report:
                 "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
                 "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
                 "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
+                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated,
+                "render": {"rendered": self.rendered, "failures": dict(self.render_failures),
+                           "refused": dict(self.render_refused)},
                 "waiting": self.waiting, "waiting_next_s": self.waiting_next_s,
                 "waiting_until_s": self.waiting_until_s, "hosts": self.hosts,
                 "pages_per_s": round(self.pages_per_s, 3), "pages_per_s_recent": round(self.pages_per_s_recent, 3),
@@ -100,8 +107,18 @@ class Report:
                      f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}")
         if self.reasons:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
+        if self.rendered or self.render_failures:
+            failures = ", ".join(f"{r}={n}" for r, n in self.render_failures.most_common()) or "none"
+            lines.append(f"rendered: {self.rendered}   render failures: {failures}")
+            if self.render_refused:
+                lines.append("browser requests refused: "
+                             + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common()))
         if self.rejected:
             lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
+        if self.robots_truncated:
+            shown = ", ".join(self.robots_truncated[:5]) + (", ..." if len(self.robots_truncated) > 5 else "")
+            lines.append(f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) "
+                         f"({shown})")
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
@@ -125,14 +142,16 @@ def duration(seconds: float | None) -> str:
 
 def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]], now_s: float,
                  lag: Mapping[str, int] | None = None, deadletters: int = 0,
-                 audits: Mapping[str, Mapping[str, Any]] | None = None,
-                 robots: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
-    """Aggregate the latest url, host, audit and robots records (as dicts) into a :class:`Report`.
+                 robots: Mapping[str, Mapping[str, Any]] | None = None,
+                 audits: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+    """Aggregate the latest url, host, robots and audit records (as dicts) into a :class:`Report`.
 
-    ``robots`` maps a robots.txt origin (``http://host:port``) to its RobotsEntry dict; it is
-    shown on the rows of the hosts of that origin.
+    ``robots`` maps a robots.txt origin (``http://host:port``) to its RobotsEntry dict (truncated
+    robots.txt are counted; the state is shown on the rows of the hosts of that origin);
+    ``audits`` maps a partition key to its HostAudit dict.
     """
-    report = Report(lag=dict(lag or {}), deadletters=deadletters, at_s=now_s)
+    report = Report(lag=dict(lag or {}), deadletters=deadletters, at_s=now_s,
+                    robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")))
     fetched_at: list[float] = []
     for rec in urls.values():
         status = rec.get("status", "?")
@@ -140,6 +159,7 @@ def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapp
         report.by_host[rec.get("key", "?")][status] += 1
         if rec.get("reason"):
             report.reasons[rec["reason"]] += 1
+        _count_render(report, rec.get("metadata") or {})
         nxt = rec.get("next_fetch_at_s")
         if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
             fetched_at.append(rec["last_fetch_at_s"])
@@ -217,6 +237,23 @@ def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, A
         })
     rows.sort(key=lambda r: (-r["requests"], -r["urls"], r["host"]))
     return rows
+
+
+def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
+    """Add one page's ``parse.render*`` metadata (squall.render_policy) to the render counts."""
+    from squall.render_policy import REFUSED_KEY, RENDER_KEY
+
+    render = metadata.get(RENDER_KEY) or []
+    if not render:
+        return
+    if render[0] == "rendered":
+        report.rendered += 1
+    else:
+        report.render_failures[render[1] if len(render) > 1 else "render.error"] += 1
+    for item in metadata.get(REFUSED_KEY) or []:
+        reason, _, n = str(item).rpartition("=")
+        if reason and n.isdigit():
+            report.render_refused[reason] += int(n)
 
 
 async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
