@@ -39,7 +39,8 @@ HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 DELAY_S = 0.2
 WORKER_WEB_PORT = 19701
 DASHBOARD_PORT = 19702
-CHROMIUM = "/usr/bin/chromium"
+# squall.browser.CHROMIUM_ARGS are the render pool's (they send every request, loopback included, to a dead
+# proxy: the pool serves them itself); the dashboard is a plain loopback page, so these flags only
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = ROOT / "var" / "test-artifacts"
@@ -70,12 +71,12 @@ def squall_cli(crawl: Crawl, *args: str, timeout: float = 120.0) -> subprocess.C
 class Browser:
     """Headless Chromium through Playwright's async API on a thread of its own (the harness uses asyncio.run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, executable: Path) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._pw = self.call(lambda: async_playwright().start())
-        self._browser = self.call(lambda: self._pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+        self._browser = self.call(lambda: self._pw.chromium.launch(executable_path=str(executable), headless=True,
                                                                    args=CHROMIUM_FLAGS[1:]))
         self.page = self.call(lambda: self._browser.new_page(viewport={"width": 1400, "height": 1000}))
 
@@ -97,10 +98,15 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    """Headless Debian chromium; FAILS (not skips) with one line when /usr/bin/chromium is missing."""
-    if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium)", pytrace=False)
-    browser = Browser()
+    """Headless Debian chromium (squall.browser.find_chromium); FAILS (not skips) with one line when missing."""
+    from squall.browser import find_chromium
+    from squall.errors import BrowserMissing
+
+    try:
+        executable = find_chromium()
+    except BrowserMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    browser = Browser(executable)
     try:
         yield browser
     finally:
