@@ -24,7 +24,7 @@ from dataclasses import replace
 from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
-from squall.address_key import status_key
+from squall.address_key import provisional_key, status_key
 from squall import metadata as md
 from squall.errors import InvalidURL, MessageError
 from squall.partition import partition_for_key, partition_key
@@ -52,14 +52,14 @@ async def status_updater(stream):
         except (MessageError, InvalidURL) as exc:
             await deadletter(event.value, exc)
             continue
-        key = _address_key(url, event) if BY_IP else partition_key(url, MODE)
-        if key is None:
-            continue  # byIP: routed once its host is resolved
-        partition = partition_for_key(key, PARTITIONS)
         try:
+            key, by_address = _address_key(msg, url, event) if BY_IP else (partition_key(url, MODE), False)
+            if key is None:
+                continue  # byIP: routed once its host is resolved, or refused without a lookup
+            partition = partition_for_key(key, PARTITIONS)
             if partition != event.message.partition:
                 # produced with another partitioner (e.g. kcat's default), or byIP: route it to its owner
-                value = _moving(msg, url, key, event.value) if BY_IP else event.value
+                value = _moving(msg, url, key, event.value) if by_address else event.value
                 await status_topic.send(key=key.encode(), value=value, partition=partition)
                 if value is not event.value:
                     _forget(url)
@@ -70,19 +70,30 @@ async def status_updater(stream):
             await deadletter(event.value, exc)
 
 
-def _address_key(url: str, event) -> str | None:  # noqa: ANN001 (faust Event)
-    """byIP: the key of ``url`` from this worker's resolutions, or None when its host is being resolved.
+def _address_key(msg: StatusMessage, url: str, event) -> tuple[str | None, bool]:  # noqa: ANN001 (faust Event)
+    """byIP: ``(key, by address)`` of ``url`` from this worker's resolutions; key None while it is resolved.
 
     On None the event's ack is held and the message is sent again, keyed by
     the resolved address, once the lookup ends (:func:`_route_when_resolved`).
+    A discovered URL that no queue would admit (refused by scope or a trap
+    guard even for a seeded, empty host) is not resolved: its refusal is
+    counted under its host name, on that name's partition (key None here).
     """
     host, port = host_port(url)
+    refused = None if msg.fetched_at_s is not None or msg.moved is not None else check(
+        url, depth=msg.depth, host_seeded=True, host_url_count=0, config=SCOPE)
+    if refused is not None:
+        name_key = provisional_key(host)
+        if partition_for_key(name_key, PARTITIONS) != event.message.partition:
+            return name_key, False
+        save_host(load_host(name_key).with_rejection(refused.value))
+        return None, False
     known = addresses.known(host, port)
     if known is not None:
-        return status_key(host, known)
+        return status_key(host, known), True
     event.message.incref()  # acked by _route_when_resolved once the message is on its way
     asyncio.get_running_loop().create_task(_route_when_resolved(host, port, event))
-    return None
+    return None, True
 
 
 async def _route_when_resolved(host: str, port: int, event) -> None:  # noqa: ANN001 (faust Event)

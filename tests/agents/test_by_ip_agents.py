@@ -170,3 +170,20 @@ async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressC
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context():
         assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
+
+
+async def test_a_discovered_url_no_queue_would_admit_is_not_resolved(by_ip: AddressCache, sent: Sent,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    async def resolve(host: str, port: int) -> list[str]:
+        raise AssertionError("resolved a URL that is refused anyway")
+
+    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    from dataclasses import replace
+
+    monkeypatch.setattr(su, "SCOPE", replace(su.SCOPE, max_depth=2))
+    async with status_updater.test_context() as agent:
+        await agent.put(key=b"x", value=f'{{"url": "{URL}", "depth": 9}}'.encode(),
+                        partition=partition_for_key(HOST, PARTITIONS))
+    assert sent.of(topology.status_topic) == []
+    assert URL.encode() not in topology.urls_table
+    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).rejected == {"trap.depth": 1}
