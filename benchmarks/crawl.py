@@ -29,7 +29,8 @@ What each row says (all from the recording server, except CPU and RSS):
 * ``cpu/1k``: CPU-seconds (user + system) of the crawler's processes per
   1 000 pages, counted from the moment the crawler is ready (squall: every
   worker logged Ready; Scrapy: spider opened) to the end of the crawl (squall:
-  idle; Scrapy: spider closed); ``rss MB``: peak resident set size of the
+  1 s after the last request, from samples every 0.25 s, so the idle
+  detection that follows is not counted; Scrapy: spider closed); ``rss MB``: peak resident set size of the
   largest worker process (VmHWM; Scrapy: ru_maxrss).
 
 ``--peer scrapy`` also crawls the SAME farm (same server, same run, a fresh
@@ -54,6 +55,7 @@ import os
 import platform
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,6 +78,8 @@ from squall.topics import all_topics  # noqa: E402
 VIOLATION_SLACK_S = 0.010  # a gap shorter than delay - 10 ms is a violation (clock and scheduling noise below)
 SCRAPY_VENV = Path(os.environ.get("SQUALL_CACHE", Path.home() / ".cache" / "squall")) / "bench-scrapy"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CPU_SAMPLE_S = 0.25  # how often the workers' CPU time is sampled
+CPU_TAIL_S = 1.0     # squall's CPU is counted until this long after the last request (its results are applied)
 
 
 # ---------------------------------------------------------------------- the farm
@@ -196,6 +200,43 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14 and 15
 
 
+def cpu_until(samples: list[tuple[float, float]], t_s: float) -> float:
+    """CPU seconds used from the first sample to the first one at or after ``t_s`` (else the last).
+
+    ``samples``: (Unix time, cumulated CPU seconds) in time order, the first
+    taken when the crawler was ready.
+    """
+    if not samples:
+        return float("nan")
+    end = next((cpu for t, cpu in samples if t >= t_s), samples[-1][1])
+    return end - samples[0][1]
+
+
+class CpuSampler:
+    """Samples the summed CPU seconds of ``pids`` every ``CPU_SAMPLE_S`` in a thread, from now until stop()."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self._pids = pids
+        self._samples: list[tuple[float, float]] = []
+        self._done = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        self._samples.append((time.time(), sum(proc_cpu_s(p) for p in self._pids)))
+
+    def _loop(self) -> None:
+        while not self._done.wait(CPU_SAMPLE_S):
+            self._sample()
+
+    def stop(self) -> list[tuple[float, float]]:
+        self._done.set()
+        self._thread.join(5)
+        self._sample()
+        return self._samples
+
+
 def proc_peak_rss_mb(pid: int) -> float:
     """Peak resident set size (VmHWM) of process ``pid`` in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -227,19 +268,35 @@ def run_squall(bootstrap: str, served: ServedFarm, ips: list[str], args: argpars
         for name in names:
             crawl.start_worker(name)
         _wait_ready(crawl, names, workdir, 180)
-        cpu0 = {n: proc_cpu_s(crawl.workers[n].pid) for n in names}
+        pids = [crawl.workers[n].pid for n in names]
+        sampler = CpuSampler(pids)
+        spy = _start_profile(args.profile, pids[0])
         t0 = time.time()
         crawl.seed([served.server.base_url(ip) + "/" for ip in ips])
         crawl.wait_idle(timeout_s=timeout)
         wall = time.time() - t0
-        cpu = sum(proc_cpu_s(crawl.workers[n].pid) - cpu0[n] for n in names)
-        rss = max(proc_peak_rss_mb(crawl.workers[n].pid) for n in names)
+        samples = sampler.stop()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(60)
+        rss = max(proc_peak_rss_mb(pid) for pid in pids)
     finally:
         crawl.stop()
     m = measure(served.server.requests, set(ips), args.delay, args.pages)
+    last = max((r["t"] for r in served.server.requests if r["ip"] in set(ips)), default=time.time())
+    cpu = cpu_until(samples, last + CPU_TAIL_S)
     return Row(f"squall ({args.workers} worker{'s' if args.workers > 1 else ''})", m["pages"], available,
                m["elapsed_s"], m["bound_pps"], m["min_gap_s"], m["p1_gap_s"], m["violations"], m["duplicates"],
                cpu, rss, wall)
+
+
+def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` of the first worker into ``path`` (collapsed stacks), or None without --profile."""
+    if not path:
+        return None
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                             "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _wait_ready(crawl: Crawl, names: list[str], workdir: Path, timeout_s: float) -> None:
@@ -400,6 +457,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bootstrap", default=None, help="an existing broker (default: start one on --broker-port)")
     p.add_argument("--broker-port", type=int, default=19192, help="port of the broker started by the benchmark")
     p.add_argument("--timeout", type=float, default=0.0, help="seconds per crawl (0: 3 × P × D + 120)")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="py-spy record the first squall worker into FILE (collapsed stacks; pip install py-spy)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (worker logs, configs)")
     args = p.parse_args(argv)
     if args.hosts < 1 or args.hosts > 250 * 250 or args.pages < 1 or args.delay <= 0 or args.workers < 1:
