@@ -2,22 +2,27 @@
 
 Turns a fetched page into DISCOVERED outlinks (canonical, depth + 1, with
 the metadata ``metadata.transfer`` passes on), honouring ``<base href>``,
-``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Why there is
-no parse topic: see :mod:`topology`.
+``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Links go out
+batched, one status message per partition key
+(:func:`squall.scope.batch_outlinks`); those refused whatever their host
+(scheme, include/exclude, depth, query parameters, repeated segments) are
+only counted in it, never sent one by one. Why there is no parse topic: see
+:mod:`topology`.
 """
 
 from __future__ import annotations
 
+from agents.common import CANONICAL
 from squall import metadata as md
-from squall.errors import InvalidURL
 from squall.http import FetchResult
 from squall.parse import is_parseable, parse_html
 from squall.records import StatusMessage
 from squall.robots_policy import product_token
-from squall.urls import NormalizerConfig, canonicalize
+from squall.scope import ScopeConfig, batch_outlinks
 from topology import settings
 
-NORMALIZER = NormalizerConfig.from_settings(settings)
+SCOPE = ScopeConfig.from_settings(settings)
+MODE = settings["partition.url.mode"]
 MIMETYPES = tuple(settings["parser.mimetypes"])
 TRANSFER = tuple(settings["metadata.transfer"])
 AGENT_TOKEN = product_token(settings["http.agent.name"])
@@ -48,14 +53,5 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     if parsed.nofollow:
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
-    out: list[StatusMessage] = []
-    seen: set[str] = set()
-    for link in parsed.outlinks:
-        try:
-            url = canonicalize(link, NORMALIZER)
-        except InvalidURL:
-            continue  # mailto:, javascript:, malformed: not crawlable links
-        if url not in seen and url != result.url:
-            seen.add(url)
-            out.append(StatusMessage(url=url, depth=depth + 1, metadata=inherited))
-    return recorded, out
+    return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
+                                    canonical=CANONICAL, mode=MODE, config=SCOPE)

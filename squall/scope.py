@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from squall.errors import ConfigError
-from squall.partition import is_public_suffix
-from squall.records import Reason
+from squall.errors import ConfigError, InvalidURL
+from squall.partition import is_public_suffix, partition_key
+from squall.records import Reason, StatusMessage
 
 MAX_SEGMENT_SEQUENCE = 3   # longest segment sequence looked for: /a/, /a/b/, /a/b/c/ repeated
 
@@ -128,24 +128,107 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
         host = parts.hostname
     except ValueError:
         return Reason.URL_HOST
-    if parts.scheme.lower() not in config.schemes:
+    reason = _form(parts.scheme, host, config)
+    if reason is not None:
+        return reason
+    assert host is not None  # _form refuses a URL without a host
+    if not _host_in_scope(host, host_seeded, config):
+        return Reason.SCOPE_HOST
+    reason = _traps(url, parts.query, parts.path, depth, config)
+    if reason is not None:
+        return reason
+    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
+        return Reason.TRAP_HOST_CAP
+    return None
+
+
+def check_url(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
+    """The checks of :func:`check` that need nothing of the URL's host record, or ``None``.
+
+    Scheme and host form, the include/exclude expressions, depth, query
+    parameters and repeated segments: a URL they refuse is refused whatever
+    its host, so the parse step applies them before sending an outlink
+    (issue 7: no out-of-scope link through Kafka). When :func:`check` would
+    refuse a URL for its host first (``SCOPE_HOST``), this one may name
+    another reason. Never raises for a bad URL.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST
+    return _form(parts.scheme, host, config) or _traps(url, parts.query, parts.path, depth, config)
+
+
+def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
+                   canonical: Callable[[str], str], mode: str, config: ScopeConfig) -> list[StatusMessage]:
+    """DISCOVERED messages for the outlinks of one page: one message per partition key, not one per link.
+
+    ``links``: absolute URLs as found, in document order; ``canonical``: the
+    canonicalizer (:class:`squall.urls.CanonicalCache`), raising
+    :class:`InvalidURL` for a link that is not crawlable (such a link is
+    dropped, as are repeats and ``page_url`` itself); ``depth``: the links'
+    depth (the page's + 1); ``metadata``: what ``metadata.transfer`` passes
+    on; ``mode``: ``partition.url.mode``.
+
+    Each message carries, for one key (in order of first appearance): the
+    links :func:`check_url` admits, as ``url`` then ``more_urls``, and the
+    count of the refused ones per reason in ``rejected``. A key whose every
+    link is refused still gets one message: its ``url`` is the first refused
+    link, left out of ``rejected`` — the status updater checks it itself and
+    counts it then, unless the URL is already known — so every refusal is
+    counted on the host's record, with no message per refused link.
+    """
+    admitted: dict[str, list[str]] = {}
+    refused: dict[str, list[tuple[str, Reason]]] = {}
+    seen = {page_url}
+    for link in links:
+        try:
+            url = canonical(link)
+            key = partition_key(url, mode)
+        except InvalidURL:
+            continue  # mailto:, javascript:, malformed, too long: not crawlable links
+        if url in seen:
+            continue
+        seen.add(url)
+        admitted.setdefault(key, [])
+        reason = check_url(url, depth=depth, config=config)
+        if reason is None:
+            admitted[key].append(url)
+        else:
+            refused.setdefault(key, []).append((url, reason))
+    out: list[StatusMessage] = []
+    for key, urls in admitted.items():
+        no = refused.get(key, [])
+        if not urls:
+            urls, no = [no[0][0]], no[1:]
+        counts: dict[str, int] = {}
+        for _, reason in no:
+            counts[reason.value] = counts.get(reason.value, 0) + 1
+        out.append(StatusMessage(url=urls[0], depth=depth, metadata=metadata, more_urls=urls[1:], rejected=counts))
+    return out
+
+
+def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
+    if scheme.lower() not in config.schemes:
         return Reason.URL_SCHEME
     if not host:
         return Reason.URL_HOST
-    if not _host_in_scope(host, host_seeded, config):
-        return Reason.SCOPE_HOST
+    return None
+
+
+def _traps(url: str, query: str, path: str, depth: int, config: ScopeConfig) -> Reason | None:
+    """Regular expressions, then the trap guards that need only the URL and its depth."""
     if config.include and not any(p.search(url) for p in config.include):
         return Reason.SCOPE_REGEX
     if any(p.search(url) for p in config.exclude):
         return Reason.SCOPE_REGEX
     if config.max_depth != -1 and depth > config.max_depth:
         return Reason.TRAP_DEPTH
-    if config.max_query_params != -1 and _query_params(parts.query) > config.max_query_params:
+    if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
-    if repeated_segments(parts.path) > config.max_repeated_segments:
+    if repeated_segments(path) > config.max_repeated_segments:
         return Reason.TRAP_REPEATED_SEGMENTS
-    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
-        return Reason.TRAP_HOST_CAP
     return None
 
 

@@ -117,6 +117,43 @@ def canonicalize(url: str, config: NormalizerConfig, base: str | None = None) ->
         raise InvalidURL(Reason.URL_MALFORMED.value, url) from exc
 
 
+class CanonicalCache:
+    """A bounded memo of :func:`canonicalize` (no base) for one ``config``: URL as found → canonical URL.
+
+    A worker canonicalizes each outlink twice, in the parse step and again in
+    the status updater (which also accepts URLs from any producer), and most
+    links are rediscoveries of the same few URLs. Each result is stored under
+    the URL as found *and* under the canonical URL itself (canonicalization is
+    idempotent), so the status updater's second call is a dict lookup.
+    Failures are not cached (``InvalidURL`` is raised again each time).
+    ``max_entries`` bounds the memory: the oldest entries go first.
+    Not thread-safe (one asyncio loop per worker).
+    """
+
+    def __init__(self, config: NormalizerConfig, max_entries: int = 65536) -> None:
+        if max_entries < 2:
+            raise ValueError(f"max_entries must be at least 2, got {max_entries}")
+        self.config = config
+        self.max_entries = max_entries
+        self._memo: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def __call__(self, url: str) -> str:
+        """``canonicalize(url, self.config)``; raises :class:`InvalidURL` like it."""
+        memo = self._memo
+        found = memo.get(url)
+        if found is not None:
+            return found
+        canonical = canonicalize(url, self.config)
+        while len(memo) >= self.max_entries - 1:
+            del memo[next(iter(memo))]   # dicts keep insertion order: the oldest entry first
+        memo[url] = canonical
+        memo[canonical] = canonical
+        return canonical
+
+
 def _canonicalize(url: str, config: NormalizerConfig, base: str | None) -> str:
     text = url.strip().translate(_TAB_OR_NEWLINE)   # URL living standard: tabs and newlines vanish
     if base is not None:
