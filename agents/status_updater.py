@@ -74,24 +74,27 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         return done
     urls = [url]
     for more in msg.more_urls:
-        single = replace(msg, url=more, more_urls=[], rejected={})
         try:
             canonical = CANONICAL(more)
             other = partition_key(canonical, MODE)
         except InvalidURL as exc:
-            done.dead.append((single.to_bytes(), exc))
+            done.dead.append((_single(msg, more), exc))
             continue
         if other == key:
             urls.append(canonical)
         else:
-            part = partition_for_key(other, PARTITIONS)
-            done.reroutes.append((other.encode(), part, single.to_bytes()))
+            done.reroutes.append((other.encode(), partition_for_key(other, PARTITIONS), _single(msg, more)))
     try:
         update(msg, urls, key, now_s)
     except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
         log.exception("squall: status update of %s failed", url)
         done.dead.append((value, exc))
     return done
+
+
+def _single(batch: StatusMessage, url: str) -> bytes:
+    """The message of one URL of a batch, on its own (for another partition, or the dead-letter topic)."""
+    return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
 
 
 def update(msg: StatusMessage, urls: list[str], key: str, now_s: float) -> None:

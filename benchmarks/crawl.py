@@ -30,7 +30,9 @@ What each row says (all from the recording server, except CPU and RSS):
   1 000 pages, counted from the moment the crawler is ready (squall: every
   worker logged Ready; Scrapy: spider opened) to the end of the crawl (squall:
   1 s after the last request, from samples every 0.25 s, so the idle
-  detection that follows is not counted; Scrapy: spider closed); ``rss MB``: peak resident set size of the
+  detection that follows is not counted; Scrapy: spider closed);
+  ``links/cpu-s``: links found in the pages fetched (discovered URLs, before
+  dedup and scope) per CPU-second of the same window; ``rss MB``: peak resident set size of the
   largest worker process (VmHWM; Scrapy: ru_maxrss).
 
 ``--peer scrapy`` also crawls the SAME farm (same server, same run, a fresh
@@ -112,6 +114,8 @@ class ServedFarm:
 
     def __init__(self, spec: SiteSpec) -> None:
         self.server = RecordingServer(spec)
+        self.links_of = {(ip, path): len(page.links) for ip, host in spec.hosts.items()
+                         for path, page in host.pages.items() if isinstance(page, Page)}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -141,6 +145,11 @@ class Row:
     cpu_s: float | None
     rss_mb: float | None
     wall_s: float
+    links: int = 0
+
+    @property
+    def links_per_cpu_s(self) -> float | None:
+        return None if not self.cpu_s or not self.links else self.links / self.cpu_s
 
     @property
     def pps(self) -> float:
@@ -163,7 +172,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered))))]
 
 
-def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages_per_host: int) -> dict[str, Any]:
+def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages_per_host: int,
+            links_of: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
     """Politeness and throughput measures of the recorded ``requests`` to the hosts ``ips``.
 
     ``requests``: RecordingServer entries (``ip``, ``path``, ``t`` in Unix
@@ -172,8 +182,9 @@ def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages
     ``len(ips) × pages_per_host``, over the shortest possible crawl: robots.txt
     then every page, ``delay_s`` apart, i.e. ``pages_per_host × delay_s``),
     ``gaps`` (every start-to-start gap within a host, seconds), ``min_gap_s``,
-    ``p1_gap_s``, ``violations`` (gaps < delay − 10 ms) and ``duplicates``
-    (requests of an (ip, path) beyond its first).
+    ``p1_gap_s``, ``violations`` (gaps < delay − 10 ms), ``duplicates``
+    (requests of an (ip, path) beyond its first) and ``links`` (the links of
+    the pages fetched, from ``links_of``: (ip, path) → number of links).
     """
     mine = [r for r in requests if r["ip"] in ips]
     by_host: dict[str, list[float]] = defaultdict(list)
@@ -190,6 +201,7 @@ def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages
         "gaps": gaps, "min_gap_s": min(gaps, default=float("nan")), "p1_gap_s": percentile(gaps, 0.01),
         "violations": sum(1 for g in gaps if g < delay_s - VIOLATION_SLACK_S),
         "duplicates": sum(n - 1 for n in counts.values()),
+        "links": sum((links_of or {}).get(k, 0) for k in counts),
     }
 
 
@@ -282,12 +294,12 @@ def run_squall(bootstrap: str, served: ServedFarm, ips: list[str], args: argpars
         rss = max(proc_peak_rss_mb(pid) for pid in pids)
     finally:
         crawl.stop()
-    m = measure(served.server.requests, set(ips), args.delay, args.pages)
+    m = measure(served.server.requests, set(ips), args.delay, args.pages, served.links_of)
     last = max((r["t"] for r in served.server.requests if r["ip"] in set(ips)), default=time.time())
     cpu = cpu_until(samples, last + CPU_TAIL_S)
     return Row(f"squall ({args.workers} worker{'s' if args.workers > 1 else ''})", m["pages"], available,
                m["elapsed_s"], m["bound_pps"], m["min_gap_s"], m["p1_gap_s"], m["violations"], m["duplicates"],
-               cpu, rss, wall)
+               cpu, rss, wall, m["links"])
 
 
 def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
@@ -396,15 +408,15 @@ def run_scrapy(py: Path, served: ServedFarm, ips: list[str], args: argparse.Name
                        stderr=subprocess.STDOUT, timeout=timeout + 60, check=False)
     wall = time.time() - t0
     stats = json.loads((workdir / "scrapy-stats.json").read_text()) if (workdir / "scrapy-stats.json").exists() else {}
-    m = measure(served.server.requests, set(ips), args.delay, args.pages)
+    m = measure(served.server.requests, set(ips), args.delay, args.pages, served.links_of)
     return Row("scrapy", m["pages"], available, m["elapsed_s"], m["bound_pps"], m["min_gap_s"], m["p1_gap_s"],
-               m["violations"], m["duplicates"], stats.get("cpu_s"), stats.get("rss_mb"), wall)
+               m["violations"], m["duplicates"], stats.get("cpu_s"), stats.get("rss_mb"), wall, m["links"])
 
 
 # ---------------------------------------------------------------------- table
 
 COLUMNS = ("crawler", "pages", "s", "pages/s", "bound", "ratio", "min gap", "p1 gap", "viol", "dup",
-           "cpu/1k", "rss MB", "wall s")
+           "cpu/1k", "links/cpu-s", "rss MB", "wall s")
 
 
 def cells(row: Row) -> list[str]:
@@ -412,7 +424,8 @@ def cells(row: Row) -> list[str]:
         return "-" if v is None else format(v, spec)
     return [row.crawler, f"{row.pages}/{row.available}", f(row.elapsed_s, ".1f"), f(row.pps, ".1f"),
             f(row.bound_pps, ".1f"), f(row.ratio, ".2f"), f(row.min_gap_s, ".3f"), f(row.p1_gap_s, ".3f"),
-            str(row.violations), str(row.duplicates), f(row.cpu_per_1k, ".2f"), f(row.rss_mb, ".0f"),
+            str(row.violations), str(row.duplicates), f(row.cpu_per_1k, ".2f"), f(row.links_per_cpu_s, ",.0f"),
+            f(row.rss_mb, ".0f"),
             f(row.wall_s, ".1f")]
 
 
