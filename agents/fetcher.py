@@ -4,10 +4,28 @@ The agent loop only decodes and starts one task per handed-out URL. The
 event's ack is held (one extra reference on the Kafka message) until the
 task has sent the URL's results and signal, so its offset is committed only
 then and a crash re-delivers it — at-least-once. (Faust's ``stream.noack()``
-is not used: it disables offset tracking for the whole topic.) Each task waits
-for its turn in the fetch queues (:mod:`squall.fetch_queues`: per-queue
-delay between the end of one fetch and the start of the next,
-``fetcher.threads.number`` slots overall), then runs :func:`fetch_one`.
+is not used: it disables offset tracking for the whole topic.)
+
+Each task waits for its turn in the fetch queues (:mod:`squall.fetch_queues`,
+``fetcher.threads.number`` slots overall), whose start times come from the
+one pace model (:mod:`squall.pace`); every decision — robots consequences,
+statuses, conditional headers, the pace event and the signal — is
+:mod:`squall.fetch_decision`'s. URLs are handed out ahead of their host's
+delay (``frontier.handout.ahead``), so the next one is already waiting here
+when the delay ends and starts within milliseconds of the earliest allowed
+time (ARCHITECTURE.md invariant 6).
+
+Re-delivery and take-over (invariants 2 and 3):
+
+* the stale-hand-out check runs *after* the turn is granted, so a copy that
+  waited while the first one was fetched sees that its result was applied;
+* a copy of a hand-out already waiting or fetching here is not fetched again
+  (its ack waits for the first copy's result);
+* a queue first seen by this worker starts from the durable hosts-table pace,
+  and waits one delay after the take-over when an earlier owner's hand-outs
+  were still out (:func:`squall.pace.on_takeover`);
+* revoked partitions drop their queues: URLs still waiting are handed back
+  to the frontier (reported unattempted and acknowledged), never fetched here.
 
 Tasks are created inside the agent's iteration, so they carry the event's
 context: the robots table write of :class:`agents.robots.RobotsService`
@@ -21,47 +39,82 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents import parser
 from agents.common import deadletter, load_host
 from agents.robots import RobotsService
+from agents.sitemaps import emit_robots_sitemaps
+from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
+from squall import fetch_decision as fd
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.fetch_queues import FetchQueues
-from squall.http import FetchResult, HttpConfig, HttpFetcher
-from squall.outcome import Outcome, classify_failure, classify_http
-from squall.partition import partition_key
-from squall.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
-from squall.robots_policy import RobotsConfig, effective_crawl_delay
+from squall.http import HttpConfig, HttpFetcher
+from squall.outcome import classify_failure, classify_http
+from squall.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
+from squall.partition import partition_for_key, partition_key
+from squall.records import FetchMessage, SignalKind, StatusMessage
+from squall.robots_policy import effective_crawl_delay
 from squall.urls import NormalizerConfig, origin_of
 from squall.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
 
 log = logging.getLogger("squall.fetcher")
-ROBOTS = RobotsConfig.from_settings(settings)
+CONFIG = fd.FetchConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
 THREADS: int = settings["fetcher.threads.number"]
-BACKOFF_BASE_S: float = settings["frontier.backoff.base.secs"]
-MAX_PENDING = THREADS * 20  # handed-out URLs held in memory before the consumer waits (back-pressure)
-ROBOTS_DELAY_KEY = "robots.crawl.delay"
-# the queue delay without a robots Crawl-delay (StormCrawler: server delay with one thread per queue)
-DEFAULT_DELAY_S: float = (settings["fetcher.server.delay"] if settings["fetcher.threads.per.queue"] == 1
-                          else settings["fetcher.server.min.delay"])
+MAX_PENDING: int = settings["fetcher.max.pending.urls"]
+MAX_REDIRECTS: int = settings["http.redirect.max"]
+RATE_PER_S: float = settings["fetcher.server.rate"]
+BURST: int = settings["fetcher.server.burst"]
+RECENT_FETCH_IDS = 10_000  # finished fetch ids remembered to recognise late copies of a hand-out
+QUEUE_FULL_RETRY_S = 0.05  # a queue at fetcher.max.queue.size is offered the item again after this
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """A turn refused: the URL goes back to the frontier, due at ``until_s`` (Unix s).
+
+    The queue is blocked beyond the hand-out lead, or its partition was revoked.
+    """
+
+    until_s: float
+
+
+@dataclass
+class Turn:
+    """A granted turn of queue ``key``: ended exactly once, with the pace event of what it did."""
+
+    key: str
+    pace: PaceState | None = None
+
+    def end(self, event: FetchEnded) -> PaceState:
+        if self.pace is None:
+            self.pace = runtime.done(self.key, event)
+        return self.pace
 
 
 @dataclass
 class FetcherRuntime:
-    """Per-worker fetch machinery, created in the worker's event loop on first use."""
+    """Per-worker fetch machinery, created in the worker's event loop on first use.
+
+    ``paces`` is the fetcher's gate: one :class:`squall.pace.PaceState` per
+    queue, updated with the same :func:`squall.pace.after_fetch` the regulator
+    applies to the hosts table.
+    """
 
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
-    robots: RobotsService = field(default_factory=lambda: RobotsService(ROBOTS, settings["http.robots.cache.lru.size"]))
+    paces: dict[str, tuple[float, PaceState]] = field(default_factory=dict)  # key → (owned since, pace)
+    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings["http.robots.cache.lru.size"]))
     http: HttpFetcher | None = None
-    # fetcher-local pacing state next to the fetch queues (optional token bucket per queue)
-    buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)  # optional token bucket per queue
     refreshing: set[str] = field(default_factory=set)
+    active: dict[str, list] = field(default_factory=dict)  # fetch id → events of later copies (acked with it)
+    recent: OrderedDict[str, None] = field(default_factory=OrderedDict)
     warc: WarcWriter | None = None
     free_slots: int = THREADS
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -74,22 +127,89 @@ class FetcherRuntime:
             self.warc = WarcWriter(Path(settings["warc.dir"]), prefix, settings["warc.max.size"])
             asyncio.get_running_loop().create_task(self._dispatch())
 
-    async def turn(self, key: str) -> None:
-        """Wait until queue ``key`` may start a fetch and a slot is free."""
-        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        while not self.queues.add(key, granted, time.time()):
-            await asyncio.sleep(0.05)  # queue at fetcher.max.queue.size: hold the item, never drop it
-        self.wakeup.set()
-        await granted
+    def pace(self, key: str, now_s: float) -> PaceState:
+        """The queue's pace; a queue new to this worker's ownership starts from the durable record.
 
-    def done(self, key: str, signal: SignalMessage | None = None) -> None:
-        """A fetch of queue ``key`` ended: its delay starts now (longer after a rate limit)."""
-        if signal is not None and signal.kind is SignalKind.RETRY_AFTER and signal.retry_until_s:
-            self.queues.block_until(key, signal.retry_until_s)  # Retry-After, also for items already here
-        rate_limited = signal is not None and signal.kind is SignalKind.RATE_LIMITED
-        self.queues.finish(key, time.time(), BACKOFF_BASE_S if rate_limited else None)
+        A partition kept through a rebalance keeps its paces (the durable
+        record may lag them by the signals in flight); one that was away
+        and came back starts over from the record with the take-over rule.
+        """
+        since_s = state.assigned_at.get(partition_for_key(key, PARTITIONS), now_s)
+        known = self.paces.get(key)
+        if known is not None and known[0] == since_s:
+            return known[1]
+        host = load_host(key)
+        earlier_owner = any(t < since_s for t in host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s).values())
+        pace = on_takeover(host.pace(), now_s, earlier_owner)
+        self.paces[key] = (since_s, pace)
+        return pace
+
+    async def turn(self, key: str) -> Turn | HandBack:
+        """Wait until queue ``key`` may start a request and a slot is free (a Turn), or a HandBack.
+
+        A HandBack comes when the queue is blocked beyond the hand-out lead, or
+        its partition was revoked while the URL waited.
+        """
+        granted: asyncio.Future[HandBack | None] = asyncio.get_running_loop().create_future()
+        while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):
+            await asyncio.sleep(QUEUE_FULL_RETRY_S)  # queue at fetcher.max.queue.size: hold the item
+        self.wakeup.set()
+        hand_back = await granted
+        return Turn(key) if hand_back is None else hand_back
+
+    def done(self, key: str, event: FetchEnded) -> PaceState:
+        """A turn of queue ``key`` ended with ``event``: apply the pace model, re-time the queue, free the slot."""
+        pace = after_fetch(self.pace(key, event.at_s), event, CONFIG.pace)
+        self.paces[key] = (self.paces[key][0], pace)
+        if pace.capped_retry_after:
+            log.warning("squall: Retry-After of %s is longer than frontier.retry.after.max.secs (%.0f s): "
+                        "waiting the cap", key, CONFIG.pace.retry_after_max_s)
+        self.queues.finish(key, pace.ready_at_s)
+        until_s = fd.hand_back_until(pace, event.at_s, CONFIG)
+        if until_s is not None:  # a long block: the URLs waiting here go back to the frontier
+            for waiting in self.queues.drain(key):
+                if not waiting.done():
+                    waiting.set_result(HandBack(until_s))
         self.free_slots += 1
         self.wakeup.set()
+        return pace
+
+    def hop_delay_s(self, key: str) -> float:
+        """The delay (s) a robots.txt redirect hop of queue ``key`` waits (the Crawl-delay is not known yet)."""
+        return delay_in_force(CONFIG.pace, None, self.pace(key, time.time()), time.time())
+
+    def revoke(self, partitions: set[int]) -> None:
+        """Hand back the URLs of revoked partitions still waiting here: they are not fetched by this worker.
+
+        Each is reported "not attempted, due when this worker's pace would
+        have let it start" (and acknowledged), so the new owner — maybe this
+        worker again — hands it out anew and no offset stays unacknowledged
+        (an unacknowledged offset would hold back every later commit of its
+        partition). Paces stay: a partition kept through the rebalance goes on
+        from them (see :meth:`pace`); fetches already started finish and report.
+        """
+        now_s = time.time()
+        for key, waiting in self.queues.drop_keys(lambda k: partition_for_key(k, PARTITIONS) in partitions):
+            if not waiting.done():
+                waiting.set_result(HandBack(max(now_s, self.pace(key, now_s).ready_at_s)))
+
+    def first_copy(self, fid: str, event) -> bool:  # noqa: ANN001 (faust Event)
+        """True for the first copy of a hand-out here; a later copy is parked and acked with the first."""
+        if fid in self.recent:
+            event.ack()
+            return False
+        if fid in self.active:
+            self.active[fid].append(event)
+            return False
+        self.active[fid] = []
+        return True
+
+    def finished(self, fid: str) -> None:
+        for copy in self.active.pop(fid, []):
+            copy.ack()
+        self.recent[fid] = None
+        while len(self.recent) > RECENT_FETCH_IDS:
+            self.recent.popitem(last=False)
 
     async def _dispatch(self) -> None:
         while True:
@@ -100,8 +220,9 @@ class FetcherRuntime:
                     break
                 key, granted = taken
                 self.free_slots -= 1
-                if granted.done():  # its task was cancelled: release the turn at once
-                    self.done(key)
+                if granted.done():  # its task was cancelled: give the turn back at once
+                    self.queues.release(key)
+                    self.free_slots += 1
                 else:
                     granted.set_result(None)
             ready = self.queues.next_ready_at_s()
@@ -114,8 +235,11 @@ class FetcherRuntime:
 
 
 runtime = FetcherRuntime()
-RATE_PER_S: float = settings["fetcher.server.rate"]
-BURST: int = settings["fetcher.server.burst"]
+
+
+@app.on_partitions_revoked.connect
+async def _drop_revoked(sender, revoked, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+    runtime.revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
 
 
 @app.agent(fetch_topic)
@@ -133,54 +257,150 @@ async def fetcher(stream):
 
 
 async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
+    fid = fd.fetch_id(msg)
     try:
-        if load_host(msg.key).in_flight.get(msg.url) != msg.handed_out_at_s:
-            # a re-delivered hand-out whose result was already applied (the regulator freed it), or one
-            # superseded by a newer hand-out: fetching it again would only hit the host twice
-            log.info("squall: skipping stale hand-out of %s", msg.url)
-            event.ack()
+        if not runtime.first_copy(fid, event):
             return
-        await runtime.turn(msg.key)
-        signal = None
-        try:
-            statuses, signal = await fetch_one(msg, event)
-        finally:
-            runtime.done(msg.key, signal)
-        for status in statuses:
-            await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
-        await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
+        reported = await _fetch(msg, event)
+        if reported is not None:
+            statuses, event_ended, pace = reported
+            await _send(msg, statuses, event_ended, pace)
         event.ack()
+        runtime.finished(fid)
     except Exception:  # a bug must not kill the worker nor hold the host: fail the URL transiently
         log.exception("squall: fetch of %s failed unexpectedly", msg.url)
-        await _fail_transiently(msg, event)
+        await _fail_transiently(msg, event, fid)
     finally:
         runtime.pending.release()
 
 
-async def _fail_transiently(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
+async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState) -> None:
+    for status in statuses:
+        await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
+    await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
+
+
+async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:  # noqa: ANN001 (faust Event)
     """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
-    now = time.time()
     try:
-        status = StatusMessage(url=msg.url, status=Status.FETCH_ERROR, reason=Reason.FETCH_PROTOCOL.value,
-                               depth=msg.depth, metadata=msg.metadata, fetched_at_s=now, chain=msg.chain)
-        signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=f"{msg.handed_out_at_s:.6f}:{msg.url}",
-                               kind=SignalKind.OTHER, at_s=now, delay_s=DEFAULT_DELAY_S,
-                               handed_out_at_s=msg.handed_out_at_s)
-        await status_topic.send(key=msg.key.encode(), value=status.to_bytes())
-        await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
+        status, event_ended = fd.failed_unexpectedly(msg, time.time())
+        pace = after_fetch(runtime.pace(msg.key, event_ended.at_s), event_ended, CONFIG.pace)
+        await _send(msg, [status], event_ended, pace)
         event.ack()
+        runtime.finished(fid)
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not report the failure of %s", msg.url)
+
+
+def _stale(msg: FetchMessage) -> bool:
+    """The hosts table no longer has this hand-out in flight: its result was applied, or it was superseded."""
+    return load_host(msg.key).in_flight.get(msg.url) != msg.handed_out_at_s
+
+
+async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:  # noqa: ANN001
+    """One hand-out, turn by turn: robots.txt first (its own request), then the page → what to report.
+
+    Returns None when there is nothing to report (a stale copy).
+    """
+    origin = origin_of(msg.url)
+    while True:
+        turn = await runtime.turn(msg.key)
+        now = time.time()
+        if isinstance(turn, HandBack):
+            status, event_ended = fd.deferred(msg, turn.until_s, now)
+            return [status], event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
+        try:
+            if _stale(msg):  # checked after the turn: a copy that waited sees the first copy's result
+                log.info("squall: skipping stale hand-out of %s", msg.url)
+                turn.end(fd.ended(msg, SignalKind.OTHER, now, requested=False))
+                return None
+            known = runtime.robots.cached(origin)
+            if known is None or not known[0].is_fresh(now):
+                blocked = await _robots_turn(msg, origin, turn)
+                if blocked is not None:
+                    return blocked
+                continue  # robots.txt was a request to this host: the page waits its own turn
+            if known[0].needs_refresh(now, CONFIG.robots) and origin not in runtime.refreshing:
+                # still fresh: use it now, refresh in the background (created here, so it carries this event)
+                runtime.refreshing.add(origin)
+                asyncio.get_running_loop().create_task(_refresh_robots(origin, msg.key, event))
+            return await _fetch_page(msg, turn, *known, now)
+        finally:
+            # an unexpected error never holds the host: the turn ends as a request (the politer reading)
+            turn.end(FetchEnded(fetch_id="aborted:" + fd.fetch_id(msg), kind=SignalKind.OTHER, at_s=time.time()))
+
+
+async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
+                       ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
+    """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
+    try:
+        entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
+    except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
+        event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
+        pace = turn.end(event_ended)
+        return fd.report(msg, classify_failure(exc.reason), None, event_ended.at_s, pace, None, None), event_ended, pace
+    turn.end(_robots_ended(f"robots:{fd.fetch_id(msg)}", rules))
+    await emit_robots_sitemaps(origin, entry, msg.key)  # its Sitemap: lines enter as DISCOVERED (marked)
+    return None
+
+
+def _robots_ended(fid: str, rules) -> FetchEnded:  # noqa: ANN001 (RobotsRules)
+    """A robots.txt request ended: its own Crawl-delay already spaces the next request (never resets a back-off)."""
+    decision = effective_crawl_delay(rules.crawl_delay_s, CONFIG.robots)
+    return FetchEnded(fetch_id=fid, kind=SignalKind.OTHER, at_s=time.time(), crawl_delay_s=decision.delay_s)
+
+
+async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  # noqa: ANN001
+                      ) -> tuple[list[StatusMessage], FetchEnded, PaceState]:
+    """The page request of a granted turn, and what to report of it."""
+    decision = fd.before_fetch(msg, entry, rules, now, CONFIG)
+    if isinstance(decision, fd.Skip):
+        status, event_ended = fd.skipped(msg, decision, now)
+        return [status], event_ended, turn.end(event_ended)
+    await _token(msg.key)
+    assert runtime.http is not None and runtime.warc is not None
+    try:
+        result = await runtime.http.fetch(msg.url, headers=decision.headers)
+    except FetchError as exc:
+        outcome = classify_failure(exc.reason)
+        event_ended = fd.ended(msg, outcome.signal, time.time(), requested=fd.made_request(exc.reason), go=decision)
+        pace = turn.end(event_ended)
+        return fd.report(msg, outcome, None, event_ended.at_s, pace, None, decision), event_ended, pace
+    outcome = classify_http(result.status, url=msg.url, location=result.location,
+                            retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
+                            max_redirects=MAX_REDIRECTS, normalizer=NORMALIZER)
+    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
+                           retry_until_s=outcome.retry_after_s)
+    pace = turn.end(event_ended)  # the delay runs from the end of the request
+    await asyncio.to_thread(runtime.warc.write_fetch, msg.url, request_headers=result.request_headers,
+                            status=result.status, reason="", response_headers=result.headers, body=result.body,
+                            ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
+                            http_version=result.http_version)
+    # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
+    parsed = await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) \
+        if outcome.parse else None
+    fetched = fd.Fetched(etag=result.header("ETag"), last_modified=result.header("Last-Modified"),
+                         truncated=result.truncated)
+    return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
+
+
+async def _hop_pause(key: str) -> None:
+    """Before a robots.txt redirect hop: wait the queue's delay, as between any two requests."""
+    await asyncio.sleep(runtime.hop_delay_s(key))
 
 
 async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001 (faust Event, kept alive)
     """Refresh a known robots.txt ahead of its expiry, in its own turn of the host's queue (seed 002)."""
     try:
-        await runtime.turn(key)
+        turn = await runtime.turn(key)
+        if isinstance(turn, HandBack):
+            return  # the host is blocked: refresh later
         try:
-            await runtime.robots.refresh(origin, runtime.http)
+            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
+            turn.end(_robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules))
         finally:
-            runtime.done(key)
+            turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))
+        await emit_robots_sitemaps(origin, entry, key)  # its Sitemap: lines enter as DISCOVERED (marked)
     except Exception:
         log.exception("squall: background refresh of robots.txt for %s failed", origin)
     finally:
@@ -197,93 +417,3 @@ async def _token(key: str) -> None:
         if allowed:
             return
         await asyncio.sleep(wait_s)
-
-
-async def fetch_one(msg: FetchMessage, event) -> tuple[list[StatusMessage], SignalMessage]:  # noqa: ANN001
-    """Robots check, fetch and parse of one URL → (status messages, signal for the regulator)."""
-    assert runtime.http is not None
-    origin = origin_of(msg.url)
-    fetch_id = f"{msg.handed_out_at_s:.6f}:{msg.url}"
-    known = runtime.robots.cached(origin)
-    requested = False
-    if known is None or not known[0].is_fresh(time.time()):
-        try:
-            known = await runtime.robots.refresh(origin, runtime.http)
-        except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
-            return _messages(msg, classify_failure(exc.reason), None, fetch_id, time.time(), 0.0, None)
-        requested = True  # robots.txt was a request to this host: the page waits the delay too
-    elif known[0].needs_refresh(time.time(), ROBOTS) and origin not in runtime.refreshing:
-        # still fresh: use it now, refresh in the background (created here, so it carries this event)
-        runtime.refreshing.add(origin)
-        asyncio.get_running_loop().create_task(_refresh_robots(origin, msg.key, event))
-    entry, rules = known
-    now = time.time()
-
-    def no_request(status: Status, reason: Reason, **kw) -> tuple[list[StatusMessage], SignalMessage]:
-        kind = SignalKind.RETRY_AFTER if kw.get("retry_after_s") else SignalKind.OTHER
-        sig = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=kind, at_s=time.time(),
-                            delay_s=DEFAULT_DELAY_S if requested else 0.0,
-                            retry_until_s=kw.get("retry_after_s"), handed_out_at_s=msg.handed_out_at_s)
-        return [StatusMessage(url=msg.url, status=status, reason=reason.value, depth=msg.depth,
-                              metadata=msg.metadata, fetched_at_s=now, **kw)], sig
-
-    if entry.blocks_origin:  # RFC 9309 §2.3.1.4: unreachable robots.txt = complete disallow; the host waits
-        return no_request(Status.DISCOVERED, Reason.ROBOTS_DENIED, retry_after_s=entry.retry_at_s or now + 60.0)
-    if not rules.allowed(msg.url):
-        return no_request(Status.ERROR, Reason.ROBOTS_DENIED)
-    decision = effective_crawl_delay(rules.crawl_delay_s, ROBOTS)
-    if decision.too_long:
-        return no_request(Status.ERROR, Reason.CRAWL_DELAY_TOO_LONG)
-    runtime.queues.set_crawl_delay(msg.key, decision.delay_s)
-    delay_s = decision.delay_s if decision.delay_s is not None else DEFAULT_DELAY_S
-    if requested:
-        await asyncio.sleep(delay_s)  # space the page from its robots.txt request like any two fetches
-    await _token(msg.key)
-    headers = {}
-    if msg.etag:
-        headers["If-None-Match"] = msg.etag
-    if msg.last_modified:
-        headers["If-Modified-Since"] = msg.last_modified
-    try:
-        result = await runtime.http.fetch(msg.url, headers=headers)
-    except FetchError as exc:
-        outcome = classify_failure(exc.reason)
-        made_request = exc.reason not in (Reason.FETCH_BLOCKED_ADDRESS.value,) and not exc.reason.startswith("url.")
-        return _messages(msg, outcome, None, fetch_id, time.time(), delay_s if made_request or requested else 0.0,
-                         decision.forward_s)
-    outcome = classify_http(result.status, url=msg.url, location=result.location,
-                            retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
-                            max_redirects=settings["http.redirect.max"],
-                            backoff_max_s=settings["frontier.backoff.max.secs"], normalizer=NORMALIZER)
-    assert runtime.warc is not None
-    runtime.warc.write_fetch(msg.url, request_headers=result.request_headers, status=result.status, reason="",
-                             response_headers=result.headers, body=result.body, ip=result.ip,
-                             fetched_at_s=result.started_at_s, truncated=result.truncated,
-                             http_version=result.http_version)
-    return _messages(msg, outcome, result, fetch_id, result.ended_at_s, delay_s, decision.forward_s)
-
-
-def _messages(msg: FetchMessage, outcome: Outcome, result: FetchResult | None, fetch_id: str, at_s: float,
-              delay_s: float, forward_s: int | None) -> tuple[list[StatusMessage], SignalMessage]:
-    # seed 000: robots.crawl.delay is rebuilt from the local rules, never taken from incoming metadata
-    metadata = {k: v for k, v in msg.metadata.items() if k != ROBOTS_DELAY_KEY}
-    if forward_s is not None:
-        metadata[ROBOTS_DELAY_KEY] = [str(forward_s)]
-    out = [StatusMessage(
-        url=msg.url, status=outcome.status, depth=msg.depth, metadata=metadata,
-        reason=outcome.reason.value if outcome.reason else None, http_status=outcome.http_status,
-        redirect_to=outcome.redirect_to, fetched_at_s=at_s, retry_after_s=outcome.retry_after_s,
-        etag=result.header("ETag") if result else None,
-        last_modified=result.header("Last-Modified") if result else None,
-        not_modified=outcome.not_modified, truncated=bool(result and result.truncated), chain=msg.chain)]
-    if outcome.status is Status.REDIRECTION and outcome.redirect_to:
-        out.append(StatusMessage(url=outcome.redirect_to, depth=msg.depth, chain=msg.chain + [msg.url],
-                                 metadata={k: v for k, v in metadata.items() if k != ROBOTS_DELAY_KEY}))
-    if outcome.parse and result is not None:
-        recorded, links = parser.parse(result, depth=msg.depth, metadata=metadata)
-        out[0].metadata.update(recorded)
-        out.extend(links)
-    signal = SignalMessage(key=msg.key, url=msg.url, fetch_id=fetch_id, kind=outcome.signal, at_s=at_s,
-                           delay_s=delay_s, retry_until_s=outcome.retry_after_s if outcome.signal is SignalKind.RETRY_AFTER else None,
-                           robots_crawl_delay_s=forward_s, handed_out_at_s=msg.handed_out_at_s)
-    return out, signal

@@ -13,12 +13,14 @@ only counted in it, never sent one by one. Why there is no parse topic: see
 from __future__ import annotations
 
 from agents.common import CANONICAL
+from agents.sitemaps import parse_sitemap
 from squall import metadata as md
 from squall.http import FetchResult
 from squall.parse import is_parseable, parse_html
 from squall.records import StatusMessage
 from squall.robots_policy import product_token
 from squall.scope import ScopeConfig, batch_outlinks
+from squall.sitemaps import is_marked, settle_status
 from topology import settings
 
 SCOPE = ScopeConfig.from_settings(settings)
@@ -36,8 +38,12 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     names them — the default) says ``parse.noindex`` / ``parse.nofollow``
     (meta robots or X-Robots-Tag), ``parse.canonical`` (rel=canonical),
     ``parse.title`` and ``parse.charset``. Content types outside
-    ``parser.mimetypes`` are not parsed (they are still archived).
+    ``parser.mimetypes`` are not parsed (they are still archived). A URL
+    marked ``isSitemap=true`` is read as a sitemap instead
+    (:func:`agents.sitemaps.parse_sitemap`), whatever its content type.
     """
+    if is_marked(metadata):
+        return parse_sitemap(result, depth=depth, metadata=metadata)
     if not is_parseable(result.content_type, MIMETYPES):
         return {}, []
     parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
@@ -55,3 +61,8 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     inherited = md.for_outlink(metadata, TRANSFER)
     return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
                                     canonical=CANONICAL, mode=MODE, config=SCOPE)
+
+
+def settle(status: StatusMessage) -> StatusMessage:
+    """The page's own status after its parse: a broken sitemap ends ERROR with its reason (``sitemap.*``)."""
+    return settle_status(status)

@@ -1,23 +1,24 @@
 """Queue regulator (StormCrawler 3.7's QueueRegulatorBolt): signals topic → hosts table.
 
 The worker that owns a host's partition is the only one that applies its
-signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen);
-re-delivery is made harmless by :func:`squall.host_pacing.apply_signal`.
+signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
+It applies the same pace model as the fetcher's gate
+(:mod:`squall.pace`, through :func:`squall.host_pacing.apply_signal`) to the
+durable record; re-delivery is made harmless there.
 """
 
 from __future__ import annotations
 
 from agents.common import deadletter, load_host, save_host
-from agents.runtime import INFLIGHT_TIMEOUT_S, state
-from squall.backoff import BackoffConfig
-from squall.crawl_delay_policy import CrawlDelayConfig
+from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.errors import MessageError
 from squall.host_pacing import apply_signal
+from squall.pace import PaceConfig
 from squall.records import SignalMessage
 from topology import app, settings, signals_topic
 
-BACKOFF = BackoffConfig.from_settings(settings)
-CRAWL_DELAY = CrawlDelayConfig.from_settings(settings)
+PACE = PaceConfig.from_settings(settings)
+REMEMBERED: int = settings["frontier.signals.remembered"]
 
 
 @app.agent(signals_topic)
@@ -30,7 +31,7 @@ async def regulator(stream):
             continue
         try:
             host = load_host(signal.key)
-            updated = apply_signal(host, signal, BACKOFF, CRAWL_DELAY)
+            updated = apply_signal(host, signal, PACE, REMEMBERED)
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
             await deadletter(event.value, exc)
             continue
@@ -38,4 +39,4 @@ async def regulator(stream):
             save_host(updated)
         index = state.index_for_key(signal.key)
         if index is not None:
-            index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s))
+            index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))

@@ -5,6 +5,14 @@ The decisions (status handling, TTL, back-off, last good copy) are
 ``/robots.txt`` following up to 5 redirects (RFC 9309 §2.3.1.2, other hosts
 included), caps the body, and stores the entry in the durable robots table
 (written inside the fetch event of the origin's partition).
+
+Every redirect hop is a request too (ARCHITECTURE.md invariant 2): the caller
+passes ``pause``, awaited before each hop after the first, which waits the
+delay in force of the asking queue. A URL that repeats in the chain ends it at
+once, as does a chain longer than 5 hops: both are "unreachable" (complete
+disallow, retried with the robots back-off) — RFC 9309 §2.3.1.2 lets a
+crawler treat more than five redirects as unavailable; squall takes the
+politer reading. The result is cached for the origin that asked.
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.http import HttpFetcher
-from squall.robots_policy import RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules, decide
+from squall.robots_policy import (RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules,
+                                  conditional_headers, decide)
 from squall.urls import robots_url
 from topology import robots_table
 
@@ -45,8 +55,15 @@ class RobotsService:
             return None
         return entry, self.cache.put(origin, entry)
 
-    async def refresh(self, origin: str, http: HttpFetcher) -> tuple[RobotsEntry, RobotsRules]:
-        """Fetch robots.txt of ``origin`` now (one fetch per origin at a time) and store the decision."""
+    async def refresh(self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]]
+                      ) -> tuple[RobotsEntry, RobotsRules]:
+        """Fetch robots.txt of ``origin`` now (one fetch per origin at a time) and store the decision.
+
+        ``pause`` is awaited before each redirect hop (the queue's delay).
+
+        Raises:
+            BlockedAddress: the origin's own address is refused (no request was made).
+        """
         running = self._inflight.get(origin)
         if running is not None:
             return await asyncio.shield(running)
@@ -54,8 +71,12 @@ class RobotsService:
         self._inflight[origin] = future
         try:
             previous = self.cached(origin)
-            outcome = await self._fetch(origin, http)
+            validators = conditional_headers(previous[0] if previous else None)   # a 304 keeps the cached copy
+            outcome = await self._fetch(origin, http, validators, pause)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
+            if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
+                log.warning("squall: robots.txt of %s is %d bytes: only the first %d parsed "
+                            "(http.robots.content.limit)", origin, len(outcome.body), self.config.content_limit)
             if entry.permissive_fallback:
                 log.warning("squall: robots.txt of %s unreachable (status %s): allowing all "
                             "(http.robots.5xx.allow is true)", origin, outcome.status)
@@ -70,11 +91,15 @@ class RobotsService:
         finally:
             del self._inflight[origin]
 
-    async def _fetch(self, origin: str, http: HttpFetcher) -> RobotsFetchOutcome:
+    async def _fetch(self, origin: str, http: HttpFetcher, validators: dict[str, str],
+                     pause: Callable[[], Awaitable[None]]) -> RobotsFetchOutcome:
         url = robots_url(origin + "/")
+        chain = [url]
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
+            if hop:
+                await pause()  # each hop is a request: it waits the delay like any other
             try:
-                result = await http.fetch(url)
+                result = await http.fetch(url, headers=validators if hop == 0 else None)
             except BlockedAddress:
                 if hop == 0:
                     raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
@@ -84,9 +109,13 @@ class RobotsService:
                 log.info("squall: robots.txt %s failed: %s", url, exc)
                 return RobotsFetchOutcome(status=None, redirects=hop)
             location = result.location
-            if 300 <= result.status < 400 and location and hop < MAX_ROBOTS_REDIRECTS:
-                url = location
-                continue
-            return RobotsFetchOutcome(status=result.status, body=result.body,
-                                      headers={k: v for k, v in result.headers}, redirects=hop)
-        return RobotsFetchOutcome(status=301, redirects=MAX_ROBOTS_REDIRECTS)
+            if not (300 <= result.status < 400 and location):
+                return RobotsFetchOutcome(status=result.status, body=result.body, truncated=result.truncated,
+                                          headers={k: v for k, v in result.headers}, redirects=hop)
+            if location in chain:
+                log.info("squall: robots.txt of %s redirects in a loop (%s): unreachable", origin, location)
+                return RobotsFetchOutcome(status=None, redirects=hop)
+            chain.append(location)
+            url = location
+        log.info("squall: robots.txt of %s: more than %d redirects: unreachable", origin, MAX_ROBOTS_REDIRECTS)
+        return RobotsFetchOutcome(status=None, redirects=MAX_ROBOTS_REDIRECTS)

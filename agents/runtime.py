@@ -17,14 +17,21 @@ from topology import app, hosts_table, settings, ticks_topic, urls_table
 log = logging.getLogger("squall.runtime")
 PARTITIONS: int = settings["topology.partitions"]
 INFLIGHT_TIMEOUT_S: float = settings["frontier.inflight.timeout.secs"]
+AHEAD: int = settings["frontier.handout.ahead"]
+LEAD_S: float = settings["frontier.handout.lead.secs"]
 
 
 class WorkerState:
-    """Due index per owned partition, and when a tick was last sent to each."""
+    """Due index per owned partition, when a tick was last sent to each, and since when it is owned.
+
+    ``assigned_at`` (partition → Unix s) tells a hand-out of this worker
+    from one of an earlier owner (the take-over rule of :mod:`squall.pace`).
+    """
 
     def __init__(self) -> None:
         self.indexes: dict[int, DueIndex] = {}
         self.tick_sent_at: dict[int, float] = {}
+        self.assigned_at: dict[int, float] = {}
 
     def index_for_key(self, key: str) -> DueIndex | None:
         return self.indexes.get(partition_for_key(key, PARTITIONS))
@@ -32,6 +39,7 @@ class WorkerState:
     def rebuild(self, partitions: set[int]) -> None:
         """Rebuild the due indexes of ``partitions`` from the tables (after recovery)."""
         now = time.time()
+        self.assigned_at = {p: self.assigned_at.get(p, now) for p in partitions}
         self.indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
         in_flight: set[str] = set()
@@ -39,8 +47,8 @@ class WorkerState:
             host = HostRecord.from_dict(value)
             index = self.index_for_key(host.key)
             if index is not None:
-                index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now))
-                in_flight.update(u for u, t in host.in_flight.items() if now - t < INFLIGHT_TIMEOUT_S)
+                index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
+                in_flight.update(host.live_in_flight(INFLIGHT_TIMEOUT_S, now))
         count = 0
         for value in urls_table.values():
             rec = UrlRecord.from_dict(value)

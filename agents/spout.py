@@ -3,11 +3,13 @@
 A worker timer looks at the due index of each partition it owns and, when a
 host is due, sends one tick to that partition of the ticks topic; the spout
 agent then hands out inside that partition's event (Faust writes a table's
-changelog to the partition of the current event). A host is handed out at
-most ``frontier.max.urls.per.bucket`` URLs, only when now ≥ max(next
-eligible time, blocked-until) and nothing of it is in flight (seed 000;
-ARCHITECTURE.md invariant 2). The hand-out is recorded in the durable hosts
-table before the URLs are sent.
+changelog to the partition of the current event). A host gets at most
+``frontier.max.urls.per.bucket`` URLs per tick, only while fewer than
+``frontier.handout.ahead`` of its URLs are out and its earliest start is
+within ``frontier.handout.lead.secs`` (:meth:`squall.frontier.HostRecord.eligible_at_s`):
+the URLs travel ahead of the delay and the fetcher's queue starts each on
+time (ARCHITECTURE.md invariants 2 and 6). The hand-out is recorded in the
+durable hosts table before the URLs are sent.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import time
 
 from agents.common import load_host, save_host
-from agents.runtime import INFLIGHT_TIMEOUT_S, state
+from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.records import FetchMessage
 from squall.schedule import UrlRecord
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
@@ -24,7 +26,7 @@ from topology import app, fetch_topic, settings, ticks_topic, urls_table
 log = logging.getLogger("squall.spout")
 PER_BUCKET: int = settings["frontier.max.urls.per.bucket"]
 TICK_S: float = settings["frontier.tick.interval.secs"]
-TICK_RESEND_S = 5.0  # a tick not answered in this long is sent again
+TICK_RESEND_S: float = settings["frontier.tick.resend.secs"]
 
 
 @app.agent(ticks_topic)
@@ -42,23 +44,19 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     if index is None:
         return []
     out: list[FetchMessage] = []
-    for key, urls in index.pop_due(now_s, PER_BUCKET):
+    for key, urls in index.pop_due(now_s, min(PER_BUCKET, AHEAD)):
         host = load_host(key)
-        eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s)
         records = [r for r in (_record(u) for u in urls) if r is not None and r.next_fetch_at_s is not None]
-        if eligible_at > now_s:  # the durable record says not yet: put the URLs back
-            for r in records:
-                index.push(key, r.url, r.next_fetch_at_s, r.priority)
-            index.set_host_ready(key, eligible_at)
-            continue
-        due = [r for r in records if r.next_fetch_at_s <= now_s]
+        places = AHEAD - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
+        eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
+        due = [r for r in records if r.next_fetch_at_s <= now_s][:max(0, places)] if eligible_at <= now_s else []
         for r in records:
-            if r.next_fetch_at_s > now_s:
+            if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
                 index.push(key, r.url, r.next_fetch_at_s, r.priority)
-        if not due:
-            index.set_host_ready(key, eligible_at)
-            continue
-        save_host(host.with_handout([r.url for r in due], now_s))
+        if due:
+            host = host.with_handout([r.url for r in due], now_s)
+            save_host(host)
+        index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
         for r in due:
             if r.attempts:
                 log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)

@@ -22,9 +22,11 @@ from squall.partition import partition_for_key, partition_key
 from squall.records import StatusMessage
 from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.scope import ScopeConfig, check
+from squall.urls import NormalizerConfig, canonicalize
 from topology import app, settings, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
+NORMALIZER = NormalizerConfig.from_settings(settings)
 SCOPE = ScopeConfig.from_settings(settings)
 SCHEDULE = ScheduleConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
@@ -64,7 +66,8 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     done = Handled()
     try:
         msg = StatusMessage.from_bytes(value)
-        url = CANONICAL(msg.url)
+        canon = _seed_canonical if msg.seed else CANONICAL   # seeds are few: not memoized
+        url = canon(msg.url)
         key = partition_key(url, MODE)
     except (MessageError, InvalidURL) as exc:
         done.dead.append((value, exc))
@@ -75,7 +78,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     urls = [url]
     for more in msg.more_urls:
         try:
-            canonical = CANONICAL(more)
+            canonical = canon(more)
             other = partition_key(canonical, MODE)
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
@@ -90,6 +93,11 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         log.exception("squall: status update of %s failed", url)
         done.dead.append((value, exc))
     return done
+
+
+def _seed_canonical(url: str) -> str:
+    """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.urls.canonicalize`."""
+    return canonicalize(url, NORMALIZER, seed=True)
 
 
 def _single(batch: StatusMessage, url: str) -> bytes:

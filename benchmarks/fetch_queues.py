@@ -44,7 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from squall.backoff import BackoffConfig  # noqa: E402
+from squall.crawl_delay_policy import CrawlDelayConfig  # noqa: E402
 from squall.fetch_queues import FetchQueues  # noqa: E402
+from squall.pace import FetchEnded, PaceConfig, PaceState, after_fetch  # noqa: E402
+from squall.records import SignalKind  # noqa: E402
 
 SLOTS = 50
 MAX_IDLE_SLEEP_S = 0.010
@@ -74,7 +78,11 @@ def p99(samples: list[int]) -> float:
 
 
 async def run(hosts: int, urls_per_host: int, delay_s: float, seconds: float, sample_every: int, producer_batch: int) -> dict[str, str]:
-    queues: FetchQueues[tuple[int, int]] = FetchQueues(server_delay_s=delay_s, min_delay_s=0.0, threads_per_queue=1, max_queue_size=-1)
+    queues: FetchQueues[tuple[int, int]] = FetchQueues(threads_per_queue=1, max_queue_size=-1)
+    # the fetcher's path: the pace model says when, the queues order (squall.pace)
+    config = PaceConfig(server_delay_s=delay_s, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,
+                        backoff=BackoffConfig(1.0, 60.0, 3600.0), crawl=CrawlDelayConfig(False, 86400, 1800.0))
+    paces: dict[str, PaceState] = {}
     keys = [f"host{i}.example.org" for i in range(hosts)]
     take_ns: list[int] = []
     add_ns: list[int] = []
@@ -93,7 +101,8 @@ async def run(hosts: int, urls_per_host: int, delay_s: float, seconds: float, sa
                 if now_s >= stop_at_s:
                     return
                 t0 = perf_ns()
-                queues.add(keys[host], (host, url), now_s)
+                pace = paces.get(keys[host])
+                queues.add(keys[host], (host, url), pace.ready_at_s if pace else now_s)
                 t1 = perf_ns()
                 if n % sample_every == 0:
                     add_ns.append(t1 - t0)
@@ -124,7 +133,9 @@ async def run(hosts: int, urls_per_host: int, delay_s: float, seconds: float, sa
                 wait_s = MAX_IDLE_SLEEP_S if ready_s is None else ready_s - now_s
                 await asyncio.sleep(min(max(wait_s, 0.0), MAX_IDLE_SLEEP_S))
                 continue
-            queues.finish(got[0], monotonic())  # instant fetch
+            pace = after_fetch(paces.get(got[0]), FetchEnded("f", SignalKind.SUCCESS, monotonic()), config)
+            paces[got[0]] = pace
+            queues.finish(got[0], pace.ready_at_s)  # instant fetch
             counters["fetched"] += 1
             await asyncio.sleep(0)  # where a real fetch awaits its I/O
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "squall.status_report", # squall status [--json] [--wait-idle]
     "squall.urls",          # squall url normalize URL...
     "squall.robots_policy", # squall robots check --robots FILE --agent NAME URL...
+    "squall.sitemap_check", # squall sitemap check URL|FILE
 )
 
 

@@ -7,11 +7,17 @@ rules that relate keys to each other, with their sources:
   yet and is refused with a clear message).
 * Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
   configuration contract) needs ``partition.url.mode: byHost``,
-  ``fetcher.max.crawl.delay.force: true``, ``frontier.max.urls.per.bucket: 1``,
-  ``robots.crawl.delay`` in ``metadata.persist`` and *not* matched by
-  ``metadata.transfer`` (wildcards such as ``robots.*`` included: an outlink
-  must never inherit its parent's delay).
+  ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
+  ``metadata.persist`` and *not* matched by ``metadata.transfer`` (wildcards
+  such as ``robots.*`` included: an outlink must never inherit its parent's
+  delay). Seed 000 also asks for ``frontier.max.urls.per.bucket: 1``: with
+  URLFrontier a bucket of several URLs reached a fetcher that knew nothing of
+  the frontier's delay. In squall the frontier and the fetcher of a host are
+  the same worker and both apply the one pace model (:mod:`squall.pace`,
+  frontier robots delay included) to every URL, however many were handed out
+  ahead, so that check protects nothing and is gone.
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
+* ``sitemap.*`` ranges (:meth:`squall.sitemaps.SitemapConfig.from_settings`).
 """
 
 from __future__ import annotations
@@ -35,18 +41,27 @@ def validate(values: Mapping[str, Any]) -> None:
     for key in ("fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
                 "http.timeout.connect", "http.timeout.read", "http.timeout.total",
                 "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
-                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate"):
+                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
+                "frontier.handout.lead.secs"):
         if values[key] < 0:
             raise ConfigError(key, f"must not be negative, got {values[key]}")
     for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
                 "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
-                "topology.replication.factor", "fetcher.server.burst", "topology.web.port"):
+                "topology.replication.factor", "fetcher.server.burst", "topology.web.port",
+                "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls"):
         if values[key] < 1:
             raise ConfigError(key, f"must be at least 1, got {values[key]}")
+    if values["frontier.retry.after.max.secs"] <= 0:
+        raise ConfigError("frontier.retry.after.max.secs", "must be positive")
+    if values["max.rate.limits"] == 0 or values["max.rate.limits"] < -1:
+        raise ConfigError("max.rate.limits", f"must be at least 1, or -1 for never, got {values['max.rate.limits']}")
     if values["kafka.session.timeout.secs"] <= 0:
         raise ConfigError("kafka.session.timeout.secs", "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
+    from squall.sitemaps import SitemapConfig
+
+    SitemapConfig.from_settings(values)  # raises ConfigError naming a sitemap.* key out of range
 
 
 def _validate_robots_pacing(values: Mapping[str, Any]) -> None:
@@ -55,8 +70,6 @@ def _validate_robots_pacing(values: Mapping[str, Any]) -> None:
         raise ConfigError("partition.url.mode", f"byHost {why}")
     if not values["fetcher.max.crawl.delay.force"]:
         raise ConfigError("fetcher.max.crawl.delay.force", f"true {why}")
-    if values["frontier.max.urls.per.bucket"] != 1:
-        raise ConfigError("frontier.max.urls.per.bucket", f"1 {why}")
     if ROBOTS_DELAY_KEY not in values["metadata.persist"]:
         raise ConfigError("metadata.persist", f"an entry {ROBOTS_DELAY_KEY!r} {why}")
     for pattern in values["metadata.transfer"]:

@@ -30,12 +30,13 @@ class ConfigError(SquallError):
 
 
 class InvalidURL(SquallError):
-    """A URL that cannot be crawled; ``reason`` is a short machine-readable code."""
+    """A URL that cannot be crawled; ``reason`` is a short machine-readable code, ``detail`` a hint for people."""
 
-    def __init__(self, reason: str, url: str = "") -> None:
+    def __init__(self, reason: str, url: str = "", detail: str = "") -> None:
         self.reason = reason
         self.url = url
-        super().__init__(f"{reason}: {url!r}")
+        self.detail = detail
+        super().__init__(f"{reason}: {url!r}" + (f" ({detail})" if detail else ""))
 
 
 class MessageError(SquallError):

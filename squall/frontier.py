@@ -14,9 +14,12 @@ Two parts, both pure:
   The index is a cache: it is rebuilt from the urls and hosts tables when a
   partition is assigned (restart, rebalance).
 
-Eligibility (ARCHITECTURE.md invariant 2, seed 000): a host gets a hand-out
-only when ``now ≥ max(next_fetch_at_s, blocked_until_s)`` and nothing of it is
-in flight; it then gets at most ``frontier.max.urls.per.bucket`` URLs.
+Eligibility (ARCHITECTURE.md invariants 2 and 6): a host gets a hand-out
+when fewer than ``frontier.handout.ahead`` of its URLs are out and its
+earliest start (delay, Retry-After, back-off) is at most
+``frontier.handout.lead.secs`` away; the fetcher's queue then starts each URL
+on time. It gets at most ``frontier.max.urls.per.bucket`` URLs, never more
+than the free hand-out places.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from squall.backoff import HostBackoff
+from squall.crawl_delay_policy import CrawlDelayState
+from squall.pace import PaceState
+
 INF = float("inf")
 
 
@@ -34,6 +41,10 @@ INF = float("inf")
 class HostRecord:
     """State of one queue (host, or domain per ``partition.url.mode``). Times: Unix seconds.
 
+    The pace fields (``next_fetch_at_s``, ``delay_s``, ``blocked_until_s``,
+    ``backoff``, ``crawl_delay``) are the durable copy of the queue's
+    :class:`squall.pace.PaceState` (see :meth:`pace` / :meth:`with_pace`),
+    written by the queue regulator from the same model the fetcher's gate uses.
     ``in_flight`` maps each handed-out URL to its hand-out time; ``seen_fetch_ids``
     keeps the last signals applied (re-delivery is idempotent);
     ``crawl_delay`` is the CrawlDelayPolicy state (seed 000) and ``backoff``
@@ -45,6 +56,7 @@ class HostRecord:
     seeded: bool = False
     next_fetch_at_s: float = 0.0
     blocked_until_s: float = 0.0
+    delay_s: float = 0.0
     in_flight: dict[str, float] = field(default_factory=dict)
     url_count: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
@@ -60,16 +72,50 @@ class HostRecord:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 
-    def eligible_at_s(self, inflight_timeout_s: float, now_s: float) -> float:
-        """When the host may get its next hand-out: max(next fetch time, blocked-until, in-flight hold).
+    def pace(self) -> PaceState:
+        """The queue's pace as recorded here (the durable copy).
 
-        A handed-out URL holds the host until its signal arrives or
-        ``inflight_timeout_s`` has passed (its result was lost or is very
-        late; it is handed out again).
+        Raises:
+            ValueError: a stored back-off or crawl-delay state of the wrong shape.
         """
-        live = [t for t in self.in_flight.values() if now_s - t < inflight_timeout_s]
-        held_until = max(live) + inflight_timeout_s if live else 0.0
-        return max(held_until, self.next_fetch_at_s, self.blocked_until_s)
+        return PaceState(next_fetch_at_s=float(self.next_fetch_at_s), delay_s=float(self.delay_s),
+                         backoff=HostBackoff.from_dict(self.backoff) if self.backoff else None,
+                         crawl=CrawlDelayState.from_dict(self.crawl_delay) if self.crawl_delay else None)
+
+    def with_pace(self, pace: PaceState) -> "HostRecord":
+        """This record with ``pace`` stored in it."""
+        return replace(self, next_fetch_at_s=pace.next_fetch_at_s, delay_s=pace.delay_s,
+                       blocked_until_s=pace.blocked_until_s,
+                       backoff=pace.backoff.to_dict() if pace.backoff is not None else None,
+                       crawl_delay=pace.crawl.to_dict() if pace.crawl is not None else None)
+
+    def live_in_flight(self, inflight_timeout_s: float, now_s: float) -> dict[str, float]:
+        """The hand-outs not yet reported and not timed out (URL → hand-out time)."""
+        return {u: t for u, t in self.in_flight.items() if now_s - t < inflight_timeout_s}
+
+    def eligible_at_s(self, inflight_timeout_s: float, now_s: float, ahead: int = 1, lead_s: float = 0.0) -> float:
+        """When the host may get its next hand-out (Unix s).
+
+        Args:
+            inflight_timeout_s: ``frontier.inflight.timeout.secs``: a hand-out
+                with no result after this long no longer holds the host (its
+                result was lost; it is handed out again).
+            now_s: current time (Unix s).
+            ahead: ``frontier.handout.ahead``, hand-outs of the host that may
+                be out at once (fetching or waiting their turn at the fetcher,
+                whose queue paces them).
+            lead_s: ``frontier.handout.lead.secs``, how long before the host's
+                earliest start (delay, Retry-After, back-off) a hand-out may
+                leave, so the Kafka round trip is hidden inside the delay
+                (ARCHITECTURE.md invariant 6).
+
+        Returns:
+            max(time the host has fewer than ``ahead`` live hand-outs,
+            earliest start per the pace − ``lead_s``).
+        """
+        live = sorted(self.live_in_flight(inflight_timeout_s, now_s).values(), reverse=True)
+        held_until = live[ahead - 1] + inflight_timeout_s if len(live) >= ahead else 0.0
+        return max(held_until, max(self.next_fetch_at_s, self.blocked_until_s) - lead_s)
 
     def with_rejection(self, reason: str) -> "HostRecord":
         counts = dict(self.rejected)

@@ -13,8 +13,15 @@ restrictions, response-size limits, compression bombs, DNS rebinding):
   :attr:`FetchResult.location` and decides (``http.redirect.max`` belongs to
   the caller, which must fetch the target through this module again);
 * ``http.content.limit`` bounds the decoded body; a longer body is cut,
-  marked ``truncated`` and its connection closed (aiohttp decompresses in
-  bounded steps, so a gzip bomb costs memory of the limit, not of its size);
+  marked ``truncated`` and its connection closed. Content codings (gzip,
+  deflate, br, zstd, and stacks such as ``gzip, gzip``) are undone here, not
+  by aiohttp, in bounded steps (:mod:`squall.content_coding`), so a
+  decompression bomb costs memory of the limit, not of its size;
+  ``Accept-Encoding`` names only the codings that can be decoded;
+* a response is read to its declared ``Content-Length`` and no further:
+  bytes a server sends past it (in the same packet or later) are dropped and
+  the connection is not reused (:class:`DeclaredLengthFramer`), where
+  aiohttp's parser would fail the whole response;
 * ``http.header.limit`` bounds each header line and the whole header block;
 * ``http.timeout.connect`` / ``.read`` / ``.total`` become aiohttp's
   ``ClientTimeout(connect=, sock_read=, total=)``.
@@ -30,7 +37,10 @@ undecodable body, TLS failure), ``url.scheme`` / ``url.host`` /
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
+import logging
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -40,6 +50,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -48,21 +59,13 @@ from squall.netsafety import NetworkPolicy, check_address
 from squall.records import Reason
 from squall.settings import Settings
 
-try:  # aiohttp decodes br only when one of these is importable
-    import brotli  # noqa: F401
+from squall.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
 
-    HAS_BROTLI = True
-except ImportError:
-    try:
-        import brotlicffi  # noqa: F401
-
-        HAS_BROTLI = True
-    except ImportError:
-        HAS_BROTLI = False
-
-ACCEPT_ENCODING = "gzip, deflate, br" if HAS_BROTLI else "gzip, deflate"
 _READ_CHUNK = 64 * 1024  # bytes asked of the stream per read; aiohttp's own buffer size
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+_NO_BODY_STATUSES = frozenset({204, 304})   # RFC 9110 §6.4.1: no content whatever the headers say
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+log = logging.getLogger("squall.http")
 
 AddrInfo = tuple[Any, Any, int, str, tuple[Any, ...]]
 GetAddrInfo = Callable[[str, int, int], Awaitable[Sequence[AddrInfo]]]
@@ -118,7 +121,7 @@ class FetchResult:
 
     ``url``: the URL requested. ``headers``: response headers in received
     order, names and values decoded as Latin-1 (``.encode("latin-1")`` gives
-    the bytes back, for WARC). ``body``: decoded (gzip/deflate/br undone),
+    the bytes back, for WARC). ``body``: decoded (gzip/deflate/br/zstd and stacks of them undone),
     at most ``http.content.limit`` bytes; ``truncated`` when more was sent.
     Note that ``headers`` still carry the server's ``Content-Encoding`` and
     ``Content-Length`` of the encoded body. ``ip``: the judged address
@@ -227,6 +230,134 @@ class _PeerResponse(aiohttp.ClientResponse):
         return await super().start(connection)
 
 
+class DeclaredLengthFramer:
+    """Splits what a connection receives into the responses' declared bytes and what comes after.
+
+    Pure (no I/O): :meth:`feed` takes bytes as received and returns
+    ``(kept, dropped)``. A response whose head (status line and headers,
+    up to ``header_limit`` bytes) declares a ``Content-Length`` ends after
+    that many body bytes (none for 1xx, 204, 304 or an answer to HEAD,
+    RFC 9110 §6.4.1); bytes after it, before the next request
+    (:meth:`expect_response`), are dropped: squall never pipelines, so they
+    can only be excess of the response just read. A response framed
+    otherwise (chunked, read to close, an unreadable head) is passed
+    through whole, and the connection stops being framed.
+    """
+
+    def __init__(self, header_limit: int) -> None:
+        self._header_limit = header_limit
+        self._head = b""
+        self._state = "head"        # head | body | done | pass
+        self._remaining = 0
+        self._head_only = False
+
+    def expect_response(self, *, head_only: bool = False) -> None:
+        """A request was sent: the next bytes are its response (``head_only`` for a HEAD request)."""
+        if self._state != "pass":
+            self._state, self._head, self._remaining, self._head_only = "head", b"", 0, head_only
+
+    def feed(self, data: bytes) -> tuple[bytes, int]:
+        """``(bytes to parse, count of bytes dropped)`` for ``data`` as received."""
+        if self._state == "body" and len(data) < self._remaining:
+            self._remaining -= len(data)   # the common case, a piece of a body: passed on without a copy
+            return data, 0
+        kept = bytearray()
+        while data and self._state != "pass":
+            if self._state == "done":
+                return bytes(kept), len(data)
+            if self._state == "body":
+                take = min(self._remaining, len(data))
+                kept += data[:take]
+                data, self._remaining = data[take:], self._remaining - take
+                if self._remaining == 0:
+                    self._state = "done"
+                continue
+            # head: find where the header block ends
+            self._head += data
+            match = _HEADER_END.search(self._head)
+            if match is None:
+                if len(self._head) > self._header_limit:
+                    self._state = "pass"   # aiohttp's parser refuses it; nothing to frame
+                    kept += self._head
+                    data = b""
+                return bytes(kept), 0
+            head, data = self._head[:match.end()], self._head[match.end():]
+            self._head = b""
+            kept += head
+            length = self._body_length(head)
+            if length is None:
+                self._state = "pass"
+            elif length == -1:
+                self._state = "head"   # an interim 1xx answer: the final one follows
+            elif length == 0:
+                self._state = "done"
+            else:
+                self._state, self._remaining = "body", length
+        return bytes(kept) + data, 0
+
+    def _body_length(self, head: bytes) -> int | None:
+        """Body bytes a response head declares; -1 for an interim 1xx; None when not framed by length."""
+        lines = head.decode("latin-1").splitlines()
+        parts = lines[0].split(None, 2) if lines else []
+        if len(parts) < 2 or not parts[1].isdigit():
+            return None
+        status = int(parts[1])
+        if 100 <= status < 200:
+            return -1
+        if status in _NO_BODY_STATUSES or self._head_only:
+            return 0
+        lengths: set[str] = set()
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "transfer-encoding":
+                return None   # chunked (or worse): framed by its encoding, not by length
+            if name == "content-length":
+                lengths.update(v.strip() for v in value.split(","))
+        if len(lengths) != 1:
+            return None       # absent (read to close) or contradictory: aiohttp decides
+        value = lengths.pop()
+        return int(value) if value.isdigit() else None
+
+
+class _FramingProtocol(ResponseHandler):
+    """aiohttp's response protocol with a :class:`DeclaredLengthFramer` in front of its parser."""
+
+    def __init__(self, *args: Any, header_limit: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._framer = DeclaredLengthFramer(header_limit)
+
+    def set_response_params(self, *args: Any, **kwargs: Any) -> None:
+        self._framer.expect_response(head_only=bool(kwargs.get("skip_payload", False)))
+        super().set_response_params(*args, **kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        if not data:   # aiohttp's own call to resume a paused read: not from the network
+            super().data_received(data)
+            return
+        kept, dropped = self._framer.feed(data)
+        if dropped:
+            log.info("squall: dropped %d byte(s) sent after the declared Content-Length", dropped)
+            self.force_close()   # the connection's state is unknown: never reuse it
+        if kept:
+            super().data_received(kept)
+
+
+class _FramingConnector(aiohttp.TCPConnector):
+    """TCPConnector whose connections use :class:`_FramingProtocol`.
+
+    aiohttp has no public hook for the protocol class; ``_factory`` is the
+    attribute its connector calls for each connection (checked by
+    tests/unit/test_http.py, which fails if a new aiohttp renames it).
+    """
+
+    def __init__(self, *args: Any, header_limit: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not hasattr(self, "_factory"):
+            raise RuntimeError("aiohttp's TCPConnector has no _factory: squall.http needs updating")
+        self._factory = functools.partial(_FramingProtocol, loop=self._loop, header_limit=header_limit)
+
+
 class HttpFetcher:
     """Fetches URLs with one aiohttp session; use as ``async with HttpFetcher(config) as f``.
 
@@ -246,7 +377,8 @@ class HttpFetcher:
     async def __aenter__(self) -> "HttpFetcher":
         cfg = self.config
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(resolver=self._resolver),
+            connector=_FramingConnector(resolver=self._resolver, header_limit=cfg.header_limit),
+            auto_decompress=False,   # content codings are undone by squall.content_coding, bounded
             timeout=aiohttp.ClientTimeout(total=cfg.total_timeout_s, connect=cfg.connect_timeout_s,
                                           sock_read=cfg.read_timeout_s),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -317,22 +449,27 @@ class HttpFetcher:
                              f"response headers of {size} bytes exceed http.header.limit {self.config.header_limit}")
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
-        """Read the decoded body up to the content limit; (body, truncated)."""
+        """Read and decode the body up to the content limit (on decoded bytes); (body, truncated)."""
         limit = self.config.content_limit
-        if limit < 0:
-            return await response.read(), False
+        decoder = decoder_for(",".join(response.headers.getall("Content-Encoding", [])) or None)
         chunks: list[bytes] = []
         kept = 0
-        # ask for one byte past the limit: getting it is how a longer body shows
-        while kept <= limit:
-            chunk = await response.content.read(min(_READ_CHUNK, limit + 1 - kept))
-            if not chunk:
+        while True:
+            # ask for one byte past the limit: getting it is how a longer body shows
+            while limit < 0 or kept <= limit:
+                out = decoder.read(_READ_CHUNK if limit < 0 else min(_READ_CHUNK, limit + 1 - kept))
+                if not out:
+                    break
+                chunks.append(out)
+                kept += len(out)
+            if 0 <= limit < kept:
+                # cut: drop the connection instead of draining the rest (it may be endless)
+                response.close()
+                return b"".join(chunks)[:limit], True
+            raw = await response.content.read(_READ_CHUNK)
+            if not raw:
                 return b"".join(chunks), False
-            chunks.append(chunk)
-            kept += len(chunk)
-        # cut: drop the connection instead of draining the rest (it may be endless)
-        response.close()
-        return b"".join(chunks)[:limit], True
+            decoder.feed(raw)
 
 
 def _checked_target(url: str, policy: NetworkPolicy) -> URL:

@@ -16,16 +16,21 @@ answer                status       reason                     signal
 3xx, no Location      ERROR        fetch.protocol             SUCCESS
 404, 410              ERROR        http.not_found             SUCCESS
 429/503 + Retry-After FETCH_ERROR  http.rate_limited          RETRY_AFTER
-429/503 without       FETCH_ERROR  http.rate_limited          RATE_LIMITED
+ in the future
+429/503 without, or   FETCH_ERROR  http.rate_limited          RATE_LIMITED
+ Retry-After 0, past
+ or invalid
 other 4xx             ERROR        http.client_error          SUCCESS
 other 5xx             FETCH_ERROR  http.server_error          OTHER
 timeout/DNS/conn      FETCH_ERROR  fetch.timeout/dns/...      OTHER
 blocked address       ERROR        fetch.blocked_address      OTHER (no request)
 ====================  ===========  =========================  ===============
 
-A rate-limited URL is rescheduled, not failed: its Retry-After time (capped
-by ``frontier.backoff.max.secs``) or, without one, "now" — the host's
-back-off in the hosts table decides when it is handed out again.
+A rate-limited URL is rescheduled, not failed: the pace model
+(:mod:`squall.pace`) turns the signal into the host's block (the whole
+Retry-After up to ``frontier.retry.after.max.secs``, or the exponential
+back-off when Retry-After is absent, 0, past or invalid), and the URL is due
+again when that block ends.
 """
 
 from __future__ import annotations
@@ -55,13 +60,15 @@ class Outcome:
 
 
 def classify_http(status: int, *, url: str, location: str | None, retry_after: str | None, chain: list[str],
-                  now_s: float, max_redirects: int, backoff_max_s: float, normalizer: NormalizerConfig) -> Outcome:
+                  now_s: float, max_redirects: int, normalizer: NormalizerConfig) -> Outcome:
     """Classify an HTTP answer ``status`` for ``url`` (see the module table).
 
     ``location`` is the absolute redirect target (None if absent);
     ``retry_after`` the raw Retry-After header; ``chain`` the redirect chain
     that led to ``url`` (oldest first); ``max_redirects`` is
-    ``http.redirect.max``; ``backoff_max_s`` caps a Retry-After.
+    ``http.redirect.max``. ``retry_after_s`` of a RETRY_AFTER outcome is the
+    header's time, uncapped (the pace model caps it); a Retry-After of 0, in
+    the past or invalid is no Retry-After at all (RATE_LIMITED: back-off).
     """
     if 200 <= status < 300:
         return Outcome(Status.FETCHED, SignalKind.SUCCESS, http_status=status, parse=True)
@@ -71,8 +78,7 @@ def classify_http(status: int, *, url: str, location: str | None, retry_after: s
         return _redirect(status, url, location, chain, max_redirects, normalizer)
     if status in RATE_LIMIT_STATUSES:
         until = parse_retry_after(retry_after, now_s)
-        if until is not None:
-            until = min(until, now_s + backoff_max_s)
+        if until is not None and until > now_s:
             return Outcome(Status.FETCH_ERROR, SignalKind.RETRY_AFTER, Reason.HTTP_RATE_LIMITED, status,
                            retry_after_s=until)
         return Outcome(Status.FETCH_ERROR, SignalKind.RATE_LIMITED, Reason.HTTP_RATE_LIMITED, status,

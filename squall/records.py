@@ -10,6 +10,7 @@ objects encoded as UTF-8; keys of every topic are the URL's partition key
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -49,8 +50,12 @@ class Reason(str, Enum):
     TRAP_HOST_CAP = "trap.host_cap"
     TRAP_QUERY_PARAMS = "trap.query_params"
     TRAP_REPEATED_SEGMENTS = "trap.repeated_segments"
+    TRAP_REPEATED_RUN = "trap.repeated_run"
+    TRAP_HOST_SEGMENT = "trap.host_segment"
+    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param"
     # robots.txt (RFC 9309) and Crawl-delay (seed 000)
-    ROBOTS_DENIED = "robots.denied"
+    ROBOTS_DENIED = "robots.denied"          # disallowed by the rules
+    ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt unreachable: complete disallow, the URL waits (§2.3.1.4)
     CRAWL_DELAY_TOO_LONG = "crawl_delay.too_long"
     # redirects
     REDIRECT_LOOP = "redirect.loop"
@@ -60,6 +65,7 @@ class Reason(str, Enum):
     HTTP_CLIENT_ERROR = "http.client_error"
     HTTP_SERVER_ERROR = "http.server_error"
     HTTP_RATE_LIMITED = "http.rate_limited"
+    HTTP_RATE_LIMITED_TOO_MANY = "http.rate_limited.too_many"  # max.rate.limits consecutive 429/503 answers
     # transport failures (transient: FETCH_ERROR, retried up to max.fetch.errors)
     FETCH_TIMEOUT = "fetch.timeout"
     FETCH_DNS = "fetch.dns"
@@ -67,6 +73,16 @@ class Reason(str, Enum):
     FETCH_PROTOCOL = "fetch.protocol"
     FETCH_BLOCKED_ADDRESS = "fetch.blocked_address"
     FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
+    # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
+    FETCH_DEFERRED = "fetch.deferred"
+    # sitemaps (squall.sitemaps): fetched, but not a usable sitemap
+    SITEMAP_MALFORMED = "sitemap.malformed"
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
+    SITEMAP_TOO_BIG = "sitemap.too_big"
+    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
+    SITEMAP_DUPLICATE = "sitemap.duplicate"
+    SITEMAP_TOO_OLD = "sitemap.too_old"
+    SITEMAP_TOO_DEEP = "sitemap.too_deep"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:
@@ -227,16 +243,19 @@ class SignalKind(str, Enum):
 class SignalMessage:
     """A message on the signals topic (keyed by the queue's partition key), one per handed-out URL.
 
-    The queue regulator applies it to the hosts table: it frees the hand-out
-    slot of ``url``, sets the next eligible time to ``at_s + delay_s`` and
-    applies Retry-After, back-off and the forwarded robots Crawl-delay.
+    The queue regulator applies it to the hosts table with the same pace
+    model the fetcher used (:func:`squall.pace.after_fetch`): it frees the
+    hand-out place of ``url`` and records the queue's pace after the fetch.
     ``fetch_id`` identifies the fetch so re-delivery is idempotent. Times are
-    Unix seconds; ``delay_s`` is the delay the fetcher had in force for the
-    queue (0 when no request was made); ``robots_crawl_delay_s`` is metadata
-    ``robots.crawl.delay`` (whole seconds, only when the fetcher capped a
-    Crawl-delay, seed 000); ``handed_out_at_s`` is the spout's hand-out
-    time of the fetch, so a late or re-delivered signal never frees a newer
-    hand-out of the same URL.
+    Unix seconds. ``requested``: a request reached the host (False: decided
+    without one, e.g. robots denial or a deferral). ``crawl_delay_s``: the
+    host's robots Crawl-delay after the ``fetcher.max.crawl.delay`` cap (s,
+    None = none). ``delay_s``: the delay in force the fetcher computed (s,
+    informative). ``retry_until_s``: the Retry-After time of a RETRY_AFTER.
+    ``robots_crawl_delay_s``: metadata ``robots.crawl.delay`` (whole seconds,
+    only when the fetcher capped a Crawl-delay, seed 000).
+    ``handed_out_at_s``: the spout's hand-out time of the fetch, so a late or
+    re-delivered signal never frees a newer hand-out of the same URL.
     """
 
     key: str
@@ -244,7 +263,9 @@ class SignalMessage:
     fetch_id: str
     kind: SignalKind
     at_s: float
+    requested: bool = True
     delay_s: float = 0.0
+    crawl_delay_s: float | None = None
     retry_until_s: float | None = None
     robots_crawl_delay_s: int | None = None
     handed_out_at_s: float | None = None
@@ -256,17 +277,28 @@ class SignalMessage:
     def from_bytes(cls, raw: bytes) -> "SignalMessage":
         obj = _decode_object(raw)
         try:
-            retry = obj.get("retry_until_s")
-            robots = obj.get("robots_crawl_delay_s")
-            handed = obj.get("handed_out_at_s")
+            def opt(name: str, kind: type) -> Any:
+                value = obj.get(name)
+                return None if value is None else kind(value)
+
+            requested = obj.get("requested", True)
+            if not isinstance(requested, bool):
+                raise TypeError(f"requested must be a boolean, got {requested!r}")
             return cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
-                       kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]),
-                       delay_s=float(obj.get("delay_s", 0.0)),
-                       retry_until_s=None if retry is None else float(retry),
-                       robots_crawl_delay_s=None if robots is None else int(robots),
-                       handed_out_at_s=None if handed is None else float(handed))
+                       kind=SignalKind(obj["kind"]), at_s=_finite(obj["at_s"]), requested=requested,
+                       delay_s=float(obj.get("delay_s", 0.0)), crawl_delay_s=opt("crawl_delay_s", float),
+                       retry_until_s=opt("retry_until_s", float),
+                       robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
+                       handed_out_at_s=opt("handed_out_at_s", float))
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"bad signal message: {exc}") from None
+
+
+def _finite(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
 
 
 def _decode_object(raw: bytes) -> dict[str, Any]:

@@ -54,6 +54,8 @@ _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
 _USER_AGENT_LINE = re.compile(r"(?:user-?agent|user agent)\s*(?::|\s)\s*(.*)", re.IGNORECASE)
 # Site-wide lines that neither belong to a group nor end one (RFC 9309 §2.2.4).
 _SITE_WIDE_LINE = re.compile(r"(?:sitemaps?|site-map|host)\s*(?::|\s)", re.IGNORECASE)
+# Rule lines (RFC 9309 §2.2.2) in the spellings Protego accepts: only these end a run of User-agent lines.
+_RULE_LINE = re.compile(r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw)\s*(?::|\s)", re.IGNORECASE)
 _DIRECTIVE_WORD = re.compile(
     r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw|crawl-delay|crawl delay|"
     r"request-rate|request rate|visit-time|visit time)\s", re.IGNORECASE)
@@ -157,6 +159,14 @@ def _select_group_lines(text: str, agents: Sequence[str]) -> tuple[str | None, l
     a User-agent value matches by its own product token, case-insensitively,
     never by prefix or substring. Lines before any User-agent line and
     site-wide lines (Sitemap, Host) are dropped.
+
+    Group extent (RFC 9309 §2.2, Google's robotstxt and crawler-commons
+    agree): a group starts at a User-agent line that follows a rule line
+    (Allow/Disallow) and runs to the next such User-agent line. Other lines
+    — Crawl-delay, unknown directives, blank lines, comments — neither end
+    a run of User-agent lines nor end a group: in ``User-agent: a`` /
+    ``Crawl-delay: 1`` / ``User-agent: b`` / ``Disallow: /x``, ``a`` and ``b``
+    share one group (Crawl-delay 1, ``/x`` disallowed).
     """
     groups: list[tuple[set[str], list[str]]] = []
     in_agent_run = False
@@ -178,7 +188,8 @@ def _select_group_lines(text: str, agents: Sequence[str]) -> tuple[str | None, l
             continue
         if ":" not in line and not _DIRECTIVE_WORD.match(line):
             continue  # not a directive at all: ignored, like Protego does
-        in_agent_run = False
+        if _RULE_LINE.match(line):
+            in_agent_run = False  # the next User-agent line starts a new group
         if groups:
             groups[-1][1].append(line)
     for wanted in (*agents, "*"):
@@ -252,6 +263,11 @@ class RobotsRules:
         return f"RobotsRules(kind={self.kind!r}, matched_agent={self.matched_agent!r}, crawl_delay_s={self._crawl_delay_s!r})"
 
 
+def is_truncated(body: bytes, content_limit: int) -> bool:
+    """True when ``body`` is longer than ``content_limit`` bytes (negative = no cap): :func:`decode_robots` cuts it."""
+    return 0 <= content_limit < len(body)
+
+
 def decode_robots(body: bytes, content_limit: int) -> str:
     """Cap, strip a UTF-8 BOM and decode a robots.txt body; never raises.
 
@@ -285,13 +301,17 @@ class RobotsFetchOutcome:
     ``status``: final HTTP status, None for a transport failure (timeout,
     DNS, connection). ``body``: raw bytes (the fetcher may cut it at the
     content limit). ``headers``: response headers (case-insensitive names;
-    Cache-Control, Expires and Date are read). ``redirects``: hops followed.
+    Cache-Control, Expires, Date, ETag and Last-Modified are read).
+    ``redirects``: hops followed. ``truncated``: the fetcher already cut the
+    body (``http.content.limit``). A ``304`` answers a conditional request
+    made with :func:`conditional_headers`.
     """
 
     status: int | None
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     redirects: int = 0
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -309,6 +329,11 @@ class RobotsEntry:
     ``unreachable_grace_s`` (RFC 9309 §2.3.1.4). ``permissive_fallback``:
     the seed 002 opt-in ``http.robots.5xx.allow`` was applied (log it).
     ``http_status``: status of the last fetch, None for a transport failure.
+    ``truncated``: the last good copy was cut at ``http.robots.content.limit``
+    (or by the fetcher's ``http.content.limit``): log it, ``squall status``
+    counts it. ``etag`` / ``last_modified``: validators of the last good copy
+    (RFC 9110 §8.8), sent on the next fetch (:func:`conditional_headers`);
+    only kept from an answer without redirects.
     """
 
     kind: str
@@ -322,6 +347,9 @@ class RobotsEntry:
     last_good_at_s: float | None = None
     permissive_fallback: bool = False
     http_status: int | None = None
+    truncated: bool = False
+    etag: str | None = None
+    last_modified: str | None = None
     _rules_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -358,6 +386,11 @@ class RobotsEntry:
         return now_s >= self.expires_at_s - config.refresh_ahead_s
 
     @property
+    def has_validators(self) -> bool:
+        """True when an ETag or a Last-Modified of the last good copy is known."""
+        return bool(self.etag or self.last_modified)
+
+    @property
     def blocks_origin(self) -> bool:
         """True when robots.txt is unreachable and nothing may be fetched yet: the host's queue waits.
 
@@ -392,6 +425,9 @@ class RobotsEntry:
                 last_good_at_s=_opt_float(obj.get("last_good_at_s")),
                 permissive_fallback=bool(obj.get("permissive_fallback", False)),
                 http_status=None if obj.get("http_status") is None else int(obj["http_status"]),
+                truncated=bool(obj.get("truncated", False)),
+                etag=_opt_str(obj.get("etag")),
+                last_modified=_opt_str(obj.get("last_modified")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"bad robots entry: {exc!r}") from None
@@ -452,6 +488,23 @@ def cache_ttl_s(headers: Mapping[str, str], now_s: float, config: RobotsConfig) 
     return max(0.0, min(ttl, config.ttl_s))
 
 
+def conditional_headers(previous: RobotsEntry | None) -> dict[str, str]:
+    """Request headers for refreshing robots.txt: ``If-None-Match`` / ``If-Modified-Since`` of the last good copy.
+
+    ``{}`` when nothing is cached or the copy has no validators (RFC 9110
+    §13.1.1, §13.1.3: both are sent when both are known; a server that
+    honours If-None-Match ignores the other).
+    """
+    if previous is None or previous.last_good_text is None:
+        return {}
+    headers = {}
+    if previous.etag:
+        headers["If-None-Match"] = previous.etag
+    if previous.last_modified:
+        headers["If-Modified-Since"] = previous.last_modified
+    return headers
+
+
 def _retry_delay_s(failures: int, config: RobotsConfig) -> float:
     """Back-off after ``failures`` consecutive failures: base, doubling, capped at the max (seconds)."""
     exponent = min(failures - 1, 62)  # 2**62 × base is past any cap; avoids float overflow
@@ -465,7 +518,12 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     ``previous`` is the stored entry (None if none); ``now_s`` Unix seconds.
     Rules (RFC 9309 §2.3.1):
 
-    * 2xx → parse the body (§2.3.1.1), cached per :func:`cache_ttl_s`.
+    * 2xx → parse the body (§2.3.1.1), cached per :func:`cache_ttl_s`; a
+      body over ``content_limit`` is cut (``truncated``); ETag and
+      Last-Modified are kept (no redirect followed) for a conditional refresh.
+    * 304 to a conditional request, with a last good copy: that copy stays
+      in force and its lifetime starts again (RFC 9110 §15.4.5, RFC 9111 §4.3.4);
+      the validators are kept (updated when the 304 carries new ones).
     * 3xx still after the fetcher's redirects (it follows 5, §2.3.1.2) →
       unavailable: allow all.
     * 401/403 → allow all (§2.3.1.3), or disallow all if ``allow_on_403`` is
@@ -483,15 +541,30 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     if answered:
         assert status is not None
         expires_at_s = now_s + cache_ttl_s(outcome.headers, now_s, config)
+        validators: dict[str, Any] = {}
+        if status == 304 and previous is not None and previous.has_validators and previous.last_good_text is not None:
+            # Not modified: the copy the validators name is still the robots.txt; its lifetime restarts.
+            text = previous.last_good_text
+            return RobotsEntry(kind=KIND_RULES, robots_text=text, fetched_at_s=now_s, expires_at_s=expires_at_s,
+                               last_good_text=text, last_good_at_s=now_s, http_status=status,
+                               truncated=previous.truncated,
+                               etag=_header(outcome.headers, "etag") or previous.etag,
+                               last_modified=_header(outcome.headers, "last-modified") or previous.last_modified)
+        truncated = False
         if 200 <= status < 300:
             text = decode_robots(outcome.body, config.content_limit)
             kind, robots_text, good = KIND_RULES, text, text
+            truncated = outcome.truncated or is_truncated(outcome.body, config.content_limit)
+            if outcome.redirects == 0:   # validators of a redirect target do not name this URL's copy
+                validators = {"etag": _header(outcome.headers, "etag"),
+                              "last_modified": _header(outcome.headers, "last-modified")}
         elif status in (401, 403) and not config.allow_on_403:
             kind, robots_text, good = KIND_DISALLOW_ALL, None, _DISALLOW_ALL_TEXT
-        else:  # 3xx after the redirects the fetcher follows, and 4xx
+        else:  # 3xx after the redirects the fetcher follows (or a 304 with nothing cached), and 4xx
             kind, robots_text, good = KIND_ALLOW_ALL, None, _ALLOW_ALL_TEXT
         return RobotsEntry(kind=kind, robots_text=robots_text, fetched_at_s=now_s, expires_at_s=expires_at_s,
-                           last_good_text=good, last_good_at_s=now_s, http_status=status)
+                           last_good_text=good, last_good_at_s=now_s, http_status=status, truncated=truncated,
+                           **validators)
 
     # Unreachable (RFC 9309 §2.3.1.4).
     failing = previous is not None and previous.unreachable_since_s is not None
@@ -502,7 +575,10 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     last_good_text = previous.last_good_text if previous is not None else None
     last_good_at_s = previous.last_good_at_s if previous is not None else None
     common = dict(fetched_at_s=now_s, unreachable_since_s=since, failures=failures, retry_at_s=retry_at_s,
-                  last_good_text=last_good_text, last_good_at_s=last_good_at_s, http_status=status)
+                  last_good_text=last_good_text, last_good_at_s=last_good_at_s, http_status=status,
+                  truncated=previous.truncated if previous is not None else False,
+                  etag=previous.etag if previous is not None else None,
+                  last_modified=previous.last_modified if previous is not None else None)
 
     if previous is not None and previous.kind != KIND_DISALLOW_ALL and previous.is_fresh(now_s):
         # A cached answer is still within its lifetime: keep it (RFC 9309 §2.4), retry in the background.
@@ -618,6 +694,9 @@ def _check_command(args: argparse.Namespace) -> int:
         print(f"squall: cannot read {args.robots}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     rules = RobotsRules.from_text(decode_robots(body, args.content_limit), [args.agent])
+    if is_truncated(body, args.content_limit):
+        print(f"truncated: {len(body)} bytes, only the first {args.content_limit} parsed (--content-limit)")
+    print(f"group: {rules.matched_agent or 'none (no group applies: everything allowed)'}")
     delay = _format_delay(rules.crawl_delay_s)
     for url in args.urls:
         verdict = "allowed" if rules.allowed(url) else "disallowed"
@@ -631,8 +710,9 @@ def add_parser(subparsers: Any) -> None:
     commands = robots.add_subparsers(dest="robots_command", required=True)
     check = commands.add_parser(
         "check", help="check URLs against a robots.txt file",
-        description="Print 'allowed|disallowed URL crawl-delay=X|none' per URL for the group that "
-                    "applies to the agent's product token. Reads only the file.")
+        description="Print the group that applies to the agent's product token ('group: <token>|*|none'), "
+                    "a 'truncated:' line when the file is over --content-limit, then "
+                    "'allowed|disallowed URL crawl-delay=X|none' per URL. Reads only the file.")
     check.add_argument("--robots", required=True, metavar="FILE", help="robots.txt file to read")
     check.add_argument("--agent", required=True, type=_agent_token, metavar="NAME",
                        help="agent name; its product token selects the group (RFC 9309 §2.2.1)")

@@ -17,11 +17,23 @@ Rules (seed 003: transient vs permanent failures; StormCrawler keys):
 * FETCH_ERROR: counted; retried after ``fetchInterval.fetch.error`` minutes,
   doubled for each further error; at ``max.fetch.errors`` the URL becomes
   ERROR ``fetch.too_many_errors``. A rate-limited answer (429/503) is
-  rescheduled at its Retry-After/back-off time and is *not* counted as a
-  fetch failure (only its attempt count grows).
+  rescheduled at its host's Retry-After/back-off time and is *not* counted as
+  a fetch failure; it counts as a rate limit instead: after ``max.rate.limits``
+  consecutive rate-limited answers (no success between) the URL ends ERROR
+  ``http.rate_limited.too_many`` instead of cycling forever.
 * ERROR: next fetch after ``fetchInterval.error`` minutes (-1: never).
+* Sitemaps (:mod:`squall.sitemaps`): a FETCHED URL whose record carries
+  ``sitemap.changefreq`` is revisited after that interval instead of
+  ``fetchInterval.default`` (``sitemap.changefreq.revisit``); a DISCOVERED
+  message for a known FETCHED / REDIRECTION URL whose ``sitemap.lastmod``
+  is newer than the last fetch makes it due at that lastmod (so at once)
+  and records its ``sitemap.*`` metadata — idempotent, and a no-op once the
+  URL was fetched after that lastmod. A known URL that a robots.txt or an
+  index now names as a sitemap takes the ``isSitemap`` marker (due again if
+  it was fetched as a page, or at once after a fetch handed out unmarked).
 * DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
-  ``retry_after_s``" (robots.txt unavailable: the host waits).
+  ``retry_after_s``" (robots.txt unavailable, or a hand-out given back
+  because its host is blocked): the status stays as it was.
 """
 
 from __future__ import annotations
@@ -31,6 +43,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from squall.records import Reason, Status, StatusMessage
+from squall.sitemaps import (
+    CHANGEFREQ_KEY,
+    LASTMOD_KEY,
+    LEVEL_KEY,
+    SITEMAP_KEY,
+    changefreq_interval_s,
+    is_marked,
+    lastmod_of,
+)
 
 SEED_PRIORITY = 1
 DISCOVERED_PRIORITY = 0
@@ -44,6 +65,8 @@ class ScheduleConfig:
     fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
     error_interval_s: float | None        # fetchInterval.error; None = never
     max_fetch_errors: int                 # max.fetch.errors
+    max_rate_limits: int | None = None    # max.rate.limits; None = never give up
+    changefreq_revisit: bool = False      # sitemap.changefreq.revisit
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
@@ -51,8 +74,10 @@ class ScheduleConfig:
             value = settings[key]
             return None if value < 0 else float(value) * 60.0
 
+        limit = int(settings["max.rate.limits"])
         return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
-                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]))
+                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]),
+                   None if limit < 0 else limit, bool(settings["sitemap.changefreq.revisit"]))
 
 
 @dataclass(frozen=True)
@@ -61,7 +86,8 @@ class UrlRecord:
 
     Times are Unix seconds; ``next_fetch_at_s`` None means never again.
     ``attempts`` counts requests made for this URL, ``fetch_errors`` the
-    consecutive transient failures. ``chain`` is the redirect chain that led
+    consecutive transient failures, ``rate_limits`` the consecutive
+    rate-limited answers (429/503). ``chain`` is the redirect chain that led
     here (oldest first).
     """
 
@@ -72,6 +98,7 @@ class UrlRecord:
     priority: int = DISCOVERED_PRIORITY
     attempts: int = 0
     fetch_errors: int = 0
+    rate_limits: int = 0
     next_fetch_at_s: float | None = None
     last_fetch_at_s: float | None = None
     discovered_at_s: float = 0.0
@@ -119,7 +146,7 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     """
     at = msg.fetched_at_s
     if at is None:
-        return record  # a rediscovery: exact dedup on the canonical URL
+        return _listed_again(record, msg)  # a rediscovery: exact dedup, unless a sitemap says it changed
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
@@ -129,18 +156,24 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
     if msg.status is Status.FETCHED:
-        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0,
-                       next_fetch_at_s=_after(at, config.default_interval_s),
+        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0, rate_limits=0,
+                       next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
                        etag=msg.etag or (record.etag if msg.not_modified else None),
                        last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
     if msg.status is Status.REDIRECTION:
-        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0,
+        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0, rate_limits=0,
                        redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
     if msg.status is Status.FETCH_ERROR:
         if msg.reason == Reason.HTTP_RATE_LIMITED.value:
-            # a rate signal, not a failure of this URL: reschedule, count the attempt only
+            # a rate signal, not a failure of this URL: reschedule when the host's block ends
+            limits = record.rate_limits + 1
+            if config.max_rate_limits is not None and limits >= config.max_rate_limits:
+                return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
+                               reason=Reason.HTTP_RATE_LIMITED_TOO_MANY.value,
+                               next_fetch_at_s=_after(at, config.error_interval_s))
             return replace(base, status=Status.DISCOVERED if record.status is Status.DISCOVERED else record.status,
-                           attempts=attempts, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+                           attempts=attempts, rate_limits=limits,
+                           next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
         errors = record.fetch_errors + 1
         if errors >= config.max_fetch_errors:
             return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,
@@ -154,6 +187,48 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
     counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
     return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+
+
+def _revisit_interval_s(metadata: Mapping[str, list[str]], config: ScheduleConfig) -> float | None:
+    """Revisit interval of a FETCHED URL: its sitemap changefreq when known and enabled, else the default."""
+    if config.changefreq_revisit:
+        known, interval_s = changefreq_interval_s(metadata)
+        if known:
+            return interval_s
+    return config.default_interval_s
+
+
+def _read_as_page_too_early(metadata: Mapping[str, list[str]], msg: StatusMessage) -> bool:
+    """The record became a sitemap while this fetch of it, handed out unmarked, was in flight."""
+    return is_marked(metadata) and not is_marked(msg.metadata)
+
+
+def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
+    """A known URL discovered again: changes only when a sitemap says something new about it.
+
+    * Marked as a sitemap (``isSitemap``) while the record is not (it was
+      first found as a link): the record takes the marker and, if already
+      fetched, is due again at once so it is read as a sitemap.
+    * Listed with a ``sitemap.lastmod`` newer than its last fetch (FETCHED
+      or REDIRECTION): due at that lastmod (so at once), ``sitemap.*`` kept.
+    """
+    if is_marked(msg.metadata) and not is_marked(record.metadata):
+        metadata = {**record.metadata, SITEMAP_KEY: ["true"], LEVEL_KEY: list(msg.metadata.get(LEVEL_KEY, ["0"]))}
+        due = record.next_fetch_at_s
+        if record.last_fetch_at_s is not None and (due is None or due > record.last_fetch_at_s):
+            due = record.last_fetch_at_s  # in the past: due at once
+        return replace(record, metadata=metadata, next_fetch_at_s=due)
+    lastmod_s = lastmod_of(msg.metadata)
+    if (lastmod_s is None or record.status not in (Status.FETCHED, Status.REDIRECTION)
+            or record.last_fetch_at_s is None or lastmod_s <= record.last_fetch_at_s):
+        return record
+    if record.next_fetch_at_s is not None and record.next_fetch_at_s <= lastmod_s:
+        return record  # already due by then
+    metadata = dict(record.metadata)
+    for key in (LASTMOD_KEY, CHANGEFREQ_KEY):
+        if key in msg.metadata:
+            metadata[key] = list(msg.metadata[key])
+    return replace(record, next_fetch_at_s=lastmod_s, metadata=metadata)
 
 
 def _after(at_s: float, interval_s: float | None) -> float | None:

@@ -3,8 +3,9 @@
 A URL is admitted when its host is in scope, it passes the include/exclude
 regular expressions, and none of the trap guards fires: depth from the seed
 (seed 002 b), URLs already known for its host (seed 002 c), number of query
-parameters and repeated path segments (infinite URL spaces, seed 002
-refinement 6). Normalization (seed 002 a) is :mod:`squall.urls`; redirect
+parameters, and the URL-shape guards of :mod:`squall.traps` (repeated
+segments and runs, repeated host-like segments, repeated query parameter
+names: infinite URL spaces, seed 002 refinement 6). Normalization (seed 002 a) is :mod:`squall.urls`; redirect
 loops (seed 002 d) are the fetcher's. Checks are pure: the caller supplies
 the depth, whether the host was seeded and the host's URL count.
 """
@@ -21,8 +22,8 @@ from urllib.parse import urlsplit
 from squall.errors import ConfigError, InvalidURL
 from squall.partition import is_public_suffix, partition_key
 from squall.records import Reason, StatusMessage
-
-MAX_SEGMENT_SEQUENCE = 3   # longest segment sequence looked for: /a/, /a/b/, /a/b/c/ repeated
+from squall.traps import TrapConfig, check_url
+from squall.urls import idna_host
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ScopeConfig:
     max_depth: int
     max_urls_per_host: int
     max_query_params: int
-    max_repeated_segments: int
+    traps: TrapConfig
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ScopeConfig":
@@ -56,8 +57,8 @@ class ScopeConfig:
         Raises:
             ConfigError: naming the key, for a regular expression that does
                 not compile, a domain that is a public suffix (``co.uk`` would
-                admit a whole country), a limit below -1, or
-                ``urlfilters.max.repeated.segments`` below 1.
+                admit a whole country), a limit below -1, or a trap limit out
+                of range (:meth:`squall.traps.TrapConfig.from_settings`).
         """
         domains = frozenset(_host_name(d) for d in settings["urlfilters.domains.allow"])
         for domain in sorted(domains):
@@ -68,9 +69,6 @@ class ScopeConfig:
             limits[key] = int(settings[key])
             if limits[key] < -1:
                 raise ConfigError(key, f"must be -1 (unlimited) or at least 0, got {limits[key]}")
-        repeated = int(settings["urlfilters.max.repeated.segments"])
-        if repeated < 1:
-            raise ConfigError("urlfilters.max.repeated.segments", f"must be at least 1, got {repeated}")
         return cls(
             hosts_allow=frozenset(_host_name(h) for h in settings["urlfilters.hosts.allow"]),
             domains_allow=domains,
@@ -80,7 +78,7 @@ class ScopeConfig:
             max_depth=limits["urlfilters.max.depth"],
             max_urls_per_host=limits["frontier.max.urls.per.host"],
             max_query_params=limits["urlfilters.max.query.params"],
-            max_repeated_segments=repeated,
+            traps=TrapConfig.from_settings(settings),
         )
 
 
@@ -91,8 +89,8 @@ def _host_name(name: Any) -> str:
         text = text[1:-1]
     if not text.isascii():
         try:
-            text = text.encode("idna").decode("ascii")   # the same IDNA codec w3lib uses
-        except UnicodeError:
+            text = idna_host(text)   # IDNA 2008 / UTS 46, as canonical URLs spell hosts
+        except InvalidURL:
             pass
     return text
 
@@ -119,8 +117,9 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
         ``URL_SCHEME`` / ``URL_HOST`` for a URL that is not canonical http(s)
         with a host; ``SCOPE_HOST``; ``SCOPE_REGEX``; ``TRAP_DEPTH`` when
         ``depth > max_depth``; ``TRAP_QUERY_PARAMS`` when the query has more
-        than ``max_query_params`` parameters; ``TRAP_REPEATED_SEGMENTS`` (see
-        :func:`repeated_segments`); ``TRAP_HOST_CAP`` when ``host_url_count >=
+        than ``max_query_params`` parameters; ``TRAP_REPEATED_QUERY_PARAM``,
+        ``TRAP_REPEATED_SEGMENTS``, ``TRAP_REPEATED_RUN``, ``TRAP_HOST_SEGMENT``
+        (see :mod:`squall.traps`); ``TRAP_HOST_CAP`` when ``host_url_count >=
         max_urls_per_host``. Never raises for a bad URL.
     """
     try:
@@ -134,7 +133,7 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
     assert host is not None  # _form refuses a URL without a host
     if not _host_in_scope(host, host_seeded, config):
         return Reason.SCOPE_HOST
-    reason = _traps(url, parts.query, parts.path, depth, config)
+    reason = _traps(url, parts.query, depth, config)
     if reason is not None:
         return reason
     if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
@@ -142,22 +141,23 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
     return None
 
 
-def check_url(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
+def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
     """The checks of :func:`check` that need nothing of the URL's host record, or ``None``.
 
     Scheme and host form, the include/exclude expressions, depth, query
-    parameters and repeated segments: a URL they refuse is refused whatever
-    its host, so the parse step applies them before sending an outlink
-    (issue 7: no out-of-scope link through Kafka). When :func:`check` would
-    refuse a URL for its host first (``SCOPE_HOST``), this one may name
-    another reason. Never raises for a bad URL.
+    parameters and the URL-shape guards of :mod:`squall.traps`: a URL they
+    refuse is refused whatever its host, so the parse step applies them
+    before sending an outlink (issue 7: no out-of-scope link through Kafka).
+    When :func:`check` would refuse a URL for its host first
+    (``SCOPE_HOST``), this one may name another reason. Never raises for a
+    bad URL.
     """
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:
         return Reason.URL_HOST
-    return _form(parts.scheme, host, config) or _traps(url, parts.query, parts.path, depth, config)
+    return _form(parts.scheme, host, config) or _traps(url, parts.query, depth, config)
 
 
 def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
@@ -172,7 +172,7 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
     on; ``mode``: ``partition.url.mode``.
 
     Each message carries, for one key (in order of first appearance): the
-    links :func:`check_url` admits, as ``url`` then ``more_urls``, and the
+    links :func:`check_link` admits, as ``url`` then ``more_urls``, and the
     count of the refused ones per reason in ``rejected``. A key whose every
     link is refused still gets one message: its ``url`` is the first refused
     link, left out of ``rejected`` — the status updater checks it itself and
@@ -192,7 +192,7 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
             continue
         seen.add(url)
         admitted.setdefault(key, [])
-        reason = check_url(url, depth=depth, config=config)
+        reason = check_link(url, depth=depth, config=config)
         if reason is None:
             admitted[key].append(url)
         else:
@@ -217,7 +217,7 @@ def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
     return None
 
 
-def _traps(url: str, query: str, path: str, depth: int, config: ScopeConfig) -> Reason | None:
+def _traps(url: str, query: str, depth: int, config: ScopeConfig) -> Reason | None:
     """Regular expressions, then the trap guards that need only the URL and its depth."""
     if config.include and not any(p.search(url) for p in config.include):
         return Reason.SCOPE_REGEX
@@ -227,9 +227,7 @@ def _traps(url: str, query: str, path: str, depth: int, config: ScopeConfig) -> 
         return Reason.TRAP_DEPTH
     if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
-    if repeated_segments(path) > config.max_repeated_segments:
-        return Reason.TRAP_REPEATED_SEGMENTS
-    return None
+    return check_url(url, config.traps)
 
 
 def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:
@@ -256,21 +254,3 @@ def _is_ip(host: str) -> bool:
 
 def _query_params(query: str) -> int:
     return sum(1 for pair in query.split("&") if pair)
-
-
-def repeated_segments(path: str) -> int:
-    """Most consecutive copies of one path segment sequence of 1 to 3 segments.
-
-    ``/a/b/a/b/a/b/a/b`` → 4 (``a/b`` four times); ``/a/a/a`` → 3;
-    ``/x/y/z`` → 1; ``/`` → 1. Linear in the number of segments: a run of
-    ``c`` copies of a length-``k`` sequence is ``(c - 1) * k`` consecutive
-    positions where segment ``i`` equals segment ``i + k``.
-    """
-    segments = path.lstrip("/").split("/")
-    most = 1
-    for k in range(1, MAX_SEGMENT_SEQUENCE + 1):
-        run = 0
-        for i in range(len(segments) - k):
-            run = run + 1 if segments[i] == segments[i + k] else 0
-            most = max(most, run // k + 1)
-    return most

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from squall.errors import InvalidURL
 from squall.partition import partition_key
 from squall.records import StatusMessage
 from squall.urls import NormalizerConfig, canonicalize
+
+
+_USERINFO = re.compile(r"//[^/?#\\]*@")
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,11 @@ def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iter
             k, v = pair.split("=", 1)
             metadata.setdefault(k.strip(), []).append(v)
         try:
-            yield SeedLine(lineno, url=canonicalize(url, normalizer), metadata=metadata)
+            yield SeedLine(lineno, url=canonicalize(url, normalizer, seed=True), metadata=metadata)
         except InvalidURL as exc:
-            yield SeedLine(lineno, error=f"invalid URL {url!r}: {exc.reason}")
+            hint = f": {exc.detail}" if exc.detail else ""
+            shown = _USERINFO.sub("//***@", url)   # never echo a credential into logs
+            yield SeedLine(lineno, error=f"invalid URL {shown!r}: {exc.reason}{hint}")
 
 
 async def produce_seeds(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)

@@ -35,6 +35,7 @@ class Report:
     in_flight: int = 0
     lag: dict[str, int] = field(default_factory=dict)
     deadletters: int = 0
+    robots_truncated: list[str] = field(default_factory=list)   # origins whose robots.txt was cut at the limit
 
     @property
     def idle(self) -> bool:
@@ -45,7 +46,8 @@ class Report:
         return {"total": sum(self.by_status.values()), "by_status": dict(self.by_status),
                 "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
                 "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
-                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle}
+                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
+                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated}
 
     def to_text(self) -> str:
         lines = [f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
@@ -55,6 +57,10 @@ class Report:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
         if self.rejected:
             lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
+        if self.robots_truncated:
+            shown = ", ".join(self.robots_truncated[:5]) + (", ..." if len(self.robots_truncated) > 5 else "")
+            lines.append(f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) "
+                         f"({shown})")
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
@@ -62,9 +68,11 @@ class Report:
 
 
 def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]], now_s: float,
-                 lag: Mapping[str, int] | None = None, deadletters: int = 0) -> Report:
-    """Aggregate the latest url and host records (as dicts) into a :class:`Report`."""
-    report = Report(lag=dict(lag or {}), deadletters=deadletters)
+                 lag: Mapping[str, int] | None = None, deadletters: int = 0,
+                 robots: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+    """Aggregate the latest url, host and robots records (as dicts, robots keyed by origin) into a :class:`Report`."""
+    report = Report(lag=dict(lag or {}), deadletters=deadletters,
+                    robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")))
     for rec in urls.values():
         status = rec.get("status", "?")
         report.by_status[status] += 1
@@ -136,8 +144,9 @@ async def collect(settings: Mapping[str, Any]) -> Report:
     bootstrap = settings["kafka.bootstrap.servers"]
     urls = await latest_records(bootstrap, changelog_name(settings, "urls"))
     hosts = await latest_records(bootstrap, changelog_name(settings, "hosts"))
+    robots = await latest_records(bootstrap, changelog_name(settings, "robots"))
     dead = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
-    return build_report(urls, hosts, time.time(), await _lag(settings), dead)
+    return build_report(urls, hosts, time.time(), await _lag(settings), dead, robots)
 
 
 async def wait_idle(settings: Mapping[str, Any], timeout_s: float, poll_s: float = 1.0) -> Report:

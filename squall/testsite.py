@@ -148,7 +148,8 @@ class RobotsSpec:
     ``statuses``: answers to the first requests (e.g. ``(503,) * 3``), then
     ``status`` with ``text`` (``{port}`` replaced). ``location``: redirect
     robots.txt there (``status`` 301 unless given), e.g. to another host's.
-    ``delay_s``: wait before answering.
+    ``delay_s``: wait before answering. ``etag``: sent with a 200; a request
+    whose If-None-Match names it gets 304 Not Modified (RFC 9110 §13.1.2).
     """
 
     text: str = ""
@@ -157,6 +158,7 @@ class RobotsSpec:
     location: str | None = None
     delay_s: float = 0.0
     retry_after: str | None = None
+    etag: str | None = None
 
 
 @dataclass
@@ -407,7 +409,7 @@ class RecordingServer:
         entry: dict[str, Any] = {
             "host": request.host, "ip": sock[0] if sock else "", "path": request.raw_path,
             "method": request.method, "t": time.time(), "ua": request.headers.get("User-Agent", ""),
-            "status": None,
+            "status": None, "if_none_match": request.headers.get("If-None-Match"),
         }
         self._requests.append(entry)
         try:
@@ -429,7 +431,7 @@ class RecordingServer:
         if host is None:
             return web.Response(status=421, text="misdirected request\n")
         if request.path == "/robots.txt":
-            return await self._robots(ip, host.robots)
+            return await self._robots(ip, host.robots, request)
         page = host.pages.get(request.raw_path)
         if page is None:
             page = host.pages.get(request.path)
@@ -449,7 +451,7 @@ class RecordingServer:
         self._hits[(ip, key)] = n + 1
         return n
 
-    async def _robots(self, ip: str, robots: RobotsSpec | None) -> web.StreamResponse:
+    async def _robots(self, ip: str, robots: RobotsSpec | None, request: web.Request) -> web.StreamResponse:
         if robots is None:
             return web.Response(status=404, text="no robots.txt\n")
         n = self._count(ip, "/robots.txt")
@@ -462,6 +464,10 @@ class RecordingServer:
         if robots.location and 300 <= status < 400:
             headers["Location"] = robots.location.replace(PORT, str(self.port))
             return web.Response(status=status, headers=headers)
+        if status == 200 and robots.etag:
+            headers["ETag"] = robots.etag
+            if robots.etag in {t.strip() for t in request.headers.get("If-None-Match", "").split(",")}:
+                return web.Response(status=304, headers=headers)
         text = robots.text.replace(PORT, str(self.port)) if status == 200 else f"status {status}\n"
         return web.Response(status=status, text=text, headers=headers)
 

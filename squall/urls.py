@@ -6,24 +6,32 @@ the frontier's key for it, applying, in this order:
 1. whitespace stripped, relative references resolved against ``base``
    (RFC 3986 §5.2, ``urllib.parse.urljoin``);
 2. the scheme must be one of ``urlfilters.schemes`` (lower-cased, RFC 3986 §6.2.2.1);
-3. ``w3lib.url.safe_url_string`` parses the URL the way browsers do (URL
-   living standard: ``\\`` is ``/`` in special schemes, tabs and newlines are
-   removed), encodes an IDN host to punycode and percent-encodes spaces and
-   non-ASCII characters as UTF-8;
-4. userinfo is refused; the host is lower-cased and validated (DNS name,
-   dotted IPv4 or bracketed IPv6, RFC 5952 form); a trailing dot of the host
-   is dropped; the scheme's default port (80, 443) is dropped, others kept
-   (RFC 3986 §6.2.3);
-5. percent-encoding normalized in path and query: octets of unreserved
-   characters decoded, every other escape kept with upper-case hex
-   (RFC 3986 §6.2.2.1-2); malformed ``%`` sequences are left as found;
-6. dot segments removed (RFC 3986 §5.2.4, §6.2.2.3); an empty path is ``/``;
-7. query parameters named in ``urlfilters.query.remove`` dropped (a trailing
+3. the authority is taken apart first (``\\`` read as ``/``, as the URL
+   living standard does for special schemes): userinfo (``user:pw@``) is
+   dropped — Nutch's and crawler-commons' choice for links — or, for a
+   seed, refused (a credential in a seed list is an operator's mistake); a
+   percent-encoded host is decoded (``example%2Ecom``, UTF-8 escapes) and
+   refused if that yields a character no host may hold (URL living standard's
+   forbidden host code points); a non-ASCII host is mapped by UTS 46
+   (non-transitional) and encoded by IDNA 2008 (the ``idna`` package:
+   ``faß.de`` → ``xn--fa-hia.de``, where IDNA 2003 gave ``fass.de``);
+4. ``w3lib.url.safe_url_string`` parses the rest the way browsers do (tabs
+   and newlines removed) and percent-encodes spaces and non-ASCII characters
+   as UTF-8;
+5. the host is lower-cased and validated (DNS name, dotted IPv4 or
+   bracketed IPv6, RFC 5952 form); a trailing dot of the host is dropped;
+   the scheme's default port (80, 443) is dropped, others kept (RFC 3986 §6.2.3);
+6. percent-encoding normalized in path and query: a ``%`` not followed by
+   two hex digits becomes ``%25`` (w3lib, crawler-commons and Safe Browsing
+   agree); octets of unreserved characters decoded, every other escape kept
+   with upper-case hex (RFC 3986 §6.2.2.1-2);
+7. dot segments removed (RFC 3986 §5.2.4, §6.2.2.3); an empty path is ``/``;
+8. query parameters named in ``urlfilters.query.remove`` dropped (a trailing
    ``*`` is a prefix wildcard, ``utm_*``); the others keep their order and
    spelling (``a`` vs ``a=``, ``+`` vs ``%20``, repeated names) unless
    ``urlnormalizer.query.sort`` sorts them; an empty query loses its ``?``;
-8. the fragment is dropped;
-9. the result must be at most ``urlfilters.max.length`` characters.
+9. the fragment is dropped;
+10. the result must be at most ``urlfilters.max.length`` characters.
 
 Deliberately *not* done (seed 003: do not erase distinctions blindly): no
 ``www.`` stripping, no trailing-slash removal, no case folding of path or
@@ -38,11 +46,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
+import idna
 from w3lib.url import safe_url_string
 
 from squall.errors import InvalidURL
@@ -52,6 +62,9 @@ _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")  # RFC 3986 §2.3
 _PERCENT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# URL living standard's forbidden host code points, plus "%" once escapes are decoded
+_FORBIDDEN_HOST = re.compile(r"[\x00-\x20\x7f#%/:<>?@\[\\\]^|]")
 _LABEL_RE = re.compile(r"[a-z0-9_\-]{1,63}")   # LDH labels, plus "_" which real hosts use
 _IPV4_RE = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
@@ -94,23 +107,26 @@ class NormalizerConfig:
         return False
 
 
-def canonicalize(url: str, config: NormalizerConfig, base: str | None = None) -> str:
+def canonicalize(url: str, config: NormalizerConfig, base: str | None = None, *, seed: bool = False) -> str:
     """Return the canonical form of ``url`` (resolved against ``base`` first when given).
 
     The steps and their sources are listed in the module docstring. The
     result is idempotent: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
+    ``seed`` marks a URL an operator gave (a seed): userinfo is then refused
+    instead of dropped.
 
     Raises:
         InvalidURL: with ``reason`` a :class:`Reason` value — ``url.malformed``
             (not a URL, relative without a base, bad port), ``url.scheme``
-            (scheme not in ``config.schemes``), ``url.host`` (missing or
-            unparsable host), ``url.userinfo`` (``user:pw@`` present) or
-            ``url.too_long`` (over ``config.max_length``). Nothing else is raised.
+            (scheme not in ``config.schemes``), ``url.host`` (missing,
+            unparsable or not valid IDNA 2008 host), ``url.userinfo``
+            (``user:pw@`` in a seed) or ``url.too_long`` (over
+            ``config.max_length``). Nothing else is raised.
     """
     if not isinstance(url, str):
         raise InvalidURL(Reason.URL_MALFORMED.value, repr(url))
     try:
-        return _canonicalize(url, config, base)
+        return _canonicalize(url, config, base, seed)
     except InvalidURL:
         raise
     except (ValueError, UnicodeError) as exc:   # port out of range, bad IPv6 brackets, IDNA failures
@@ -118,7 +134,7 @@ def canonicalize(url: str, config: NormalizerConfig, base: str | None = None) ->
 
 
 class CanonicalCache:
-    """A bounded memo of :func:`canonicalize` (no base) for one ``config``: URL as found → canonical URL.
+    """A bounded memo of :func:`canonicalize` (no base, not a seed) for one ``config``: URL as found → canonical.
 
     A worker canonicalizes each outlink twice, in the parse step and again in
     the status updater (which also accepts URLs from any producer), and most
@@ -127,7 +143,9 @@ class CanonicalCache:
     idempotent), so the status updater's second call is a dict lookup.
     Failures are not cached (``InvalidURL`` is raised again each time).
     ``max_entries`` bounds the memory: the oldest entries go first.
-    Not thread-safe (one asyncio loop per worker).
+    Thread-safe (the fetcher parses pages in worker threads while the status
+    updater runs on the event loop): a lookup is one dict read, an insertion
+    takes a lock.
     """
 
     def __init__(self, config: NormalizerConfig, max_entries: int = 65536) -> None:
@@ -136,6 +154,7 @@ class CanonicalCache:
         self.config = config
         self.max_entries = max_entries
         self._memo: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._memo)
@@ -147,14 +166,15 @@ class CanonicalCache:
         if found is not None:
             return found
         canonical = canonicalize(url, self.config)
-        while len(memo) >= self.max_entries - 1:
-            del memo[next(iter(memo))]   # dicts keep insertion order: the oldest entry first
-        memo[url] = canonical
-        memo[canonical] = canonical
+        with self._lock:
+            while len(memo) >= self.max_entries - 1:
+                del memo[next(iter(memo))]   # dicts keep insertion order: the oldest entry first
+            memo[url] = canonical
+            memo[canonical] = canonical
         return canonical
 
 
-def _canonicalize(url: str, config: NormalizerConfig, base: str | None) -> str:
+def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bool) -> str:
     text = url.strip().translate(_TAB_OR_NEWLINE)   # URL living standard: tabs and newlines vanish
     if base is not None:
         text = urljoin(base.strip(), text)   # RFC 3986 §5.2 reference resolution
@@ -165,9 +185,10 @@ def _canonicalize(url: str, config: NormalizerConfig, base: str | None) -> str:
     if scheme not in config.schemes:
         raise InvalidURL(Reason.URL_SCHEME.value, url)
 
-    parts = urlsplit(safe_url_string(text))   # w3lib: browser-like parsing, IDNA, UTF-8 escapes
+    text = _clean_authority(text, url, seed)
+    parts = urlsplit(safe_url_string(text))   # w3lib: browser-like parsing, UTF-8 escapes
     if "@" in parts.netloc:
-        raise InvalidURL(Reason.URL_USERINFO.value, url)
+        raise InvalidURL(Reason.URL_HOST.value, url)   # "@" decoded from the host: never reached, kept as a guard
     netloc = _netloc(parts, scheme, url)
     path = _remove_dot_segments(_normalize_escapes(parts.path or "/"))
     if not path.startswith("/"):
@@ -177,6 +198,61 @@ def _canonicalize(url: str, config: NormalizerConfig, base: str | None) -> str:
     if len(canonical) > config.max_length:
         raise InvalidURL(Reason.URL_TOO_LONG.value, url)
     return canonical
+
+
+def _clean_authority(text: str, url: str, seed: bool) -> str:
+    """``text`` with its userinfo dropped and its host decoded and IDNA 2008-encoded (steps 3 of the module doc).
+
+    Raises:
+        InvalidURL: ``url.userinfo`` for userinfo in a seed; ``url.host`` for
+            a host that decodes to a forbidden character or is not IDNA 2008.
+    """
+    cut = text.find("?"), text.find("#")
+    end = min((i for i in cut if i >= 0), default=len(text))
+    head, rest = text[:end], text[end:]
+    head = head.replace("\\", "/")          # URL living standard: "\\" is "/" in special schemes
+    parts = urlsplit(head)
+    netloc = parts.netloc
+    if "@" in netloc:
+        if seed:
+            raise InvalidURL(Reason.URL_USERINFO.value, url,
+                             "a seed must not carry user:password@: a credential in a seed list is refused; "
+                             "links with userinfo are crawled without it")
+        netloc = netloc.rpartition("@")[2]
+    if netloc.startswith("["):
+        host, port = netloc, ""   # IPv6 literal: validated later
+    else:
+        host, colon, port = netloc.rpartition(":") if ":" in netloc else (netloc, "", "")
+        port = colon + port
+        host = idna_host(host, url)
+    return parts._replace(netloc=host + port).geturl() + rest
+
+
+def idna_host(host: str, url: str = "") -> str:
+    """A host as canonical URLs spell it: escapes decoded, UTS 46 mapped, IDNA 2008 A-labels.
+
+    ``"FA%C3%9F.de"`` and ``"faß.de"`` → ``"xn--fa-hia.de"``; ``"example%2Ecom"``
+    → ``"example.com"``; an ASCII host is returned as found (validated later).
+
+    Raises:
+        InvalidURL: ``url.host`` for escapes that are not UTF-8, a decoded
+            forbidden host character, or a label IDNA 2008 refuses.
+    """
+    if "%" in host:
+        try:
+            host = unquote(host, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidURL(Reason.URL_HOST.value, url) from None
+        if _FORBIDDEN_HOST.search(host):
+            raise InvalidURL(Reason.URL_HOST.value, url)
+    if host.isascii():
+        return host
+    try:
+        mapped = idna.uts46_remap(host, std3_rules=False, transitional=False)
+        return ".".join(label if label.isascii() else idna.alabel(label).decode("ascii")
+                        for label in mapped.split("."))
+    except (idna.IDNAError, UnicodeError, ValueError):
+        raise InvalidURL(Reason.URL_HOST.value, url) from None
 
 
 def _netloc(parts: SplitResult, scheme: str, url: str) -> str:
@@ -216,9 +292,10 @@ def _valid_host(parts: SplitResult, url: str) -> str:
 
 
 def _normalize_escapes(component: str) -> str:
-    """Decode escapes of unreserved characters, upper-case the hex of the others (RFC 3986 §6.2.2.1-2)."""
+    """Stray ``%`` → ``%25``; decode escapes of unreserved characters, upper-case the hex of the others (RFC 3986 §6.2.2.1-2)."""
     if "%" not in component:
         return component
+    component = _STRAY_PERCENT_RE.sub("%25", component)
 
     def fix(match: re.Match[str]) -> str:
         char = chr(int(match.group(1), 16))
@@ -325,18 +402,33 @@ def add_parser(subparsers: Any) -> None:
     )
     normalize.add_argument("urls", nargs="+", metavar="URL")
     normalize.add_argument("--base", help="resolve relative URLs against this URL")
+    normalize.add_argument("--seed", action="store_true",
+                           help="judge the URLs as seeds: userinfo (user:password@) is refused, not dropped")
+    normalize.add_argument("--traps", action="store_true",
+                           help="also judge each canonical URL by the URL-shape trap guards (squall.traps): "
+                                "'<url>\tadmitted' or '<url>\trefused: <reason>'; exit 1 if any is refused")
     normalize.set_defaults(func=_normalize_command)
 
 
 def _normalize_command(args: argparse.Namespace) -> int:
     from squall.settings import load_settings   # the CLI reads configuration; the policy above does not
 
-    config = NormalizerConfig.from_settings(load_settings(args.conf))
+    from squall.traps import TrapConfig, check_url
+
+    settings = load_settings(args.conf)
+    config = NormalizerConfig.from_settings(settings)
+    traps = TrapConfig.from_settings(settings) if args.traps else None
     status = 0
     for url in args.urls:
         try:
-            print(canonicalize(url, config, base=args.base))
+            canonical = canonicalize(url, config, base=args.base, seed=args.seed)
+            if traps is None:
+                print(canonical)
+                continue
+            reason = check_url(canonical, traps)
+            print(f"{canonical}\t" + ("admitted" if reason is None else f"refused: {reason.value}"))
+            status = status or (reason is not None)
         except InvalidURL as exc:
-            print(f"invalid: {exc.reason}")
+            print(f"invalid: {exc.reason}" + (f" ({exc.detail})" if exc.detail else ""))
             status = 1
     return status

@@ -18,6 +18,7 @@ from squall.robots_policy import (
     RobotsRules,
     add_parser,
     cache_ttl_s,
+    conditional_headers,
     decide,
     effective_crawl_delay,
     parse_robots,
@@ -216,6 +217,114 @@ def test_sitemap_lines_do_not_split_a_group():
 
 def test_rules_before_any_user_agent_line_are_ignored():
     assert rules_for("Disallow: /\nUser-agent: foobot\nDisallow: /x\n").allowed("/y")
+
+
+# ---------------------------------------------------------------- group extent (RFC 9309 §2.2, reference parsers)
+# Facts from RFC 9309 §2.2.1 and §5.1, Google's robotstxt tests (robots_test.cc: ID_LineSyntax_Groups,
+# ID_GlobalGroups_Secondary) and crawler-commons' SimpleRobotRulesParserTest (the robots.txt RFP cases),
+# written as this module's own data: only a User-agent line after a rule line starts a new group.
+
+RFC_9309_2_2_1 = (
+    "user-agent: ExampleBot\ndisallow: /foo\ndisallow: /bar\n\n"
+    "user-agent: ExampleBot\ndisallow: /baz\n\n"
+    "user-agent: *\ndisallow: /qux\n\n"
+    "user-agent: BazBot\ndisallow: /baz\n"
+)
+
+RFC_9309_5_1 = (
+    "User-Agent: *\nDisallow: *.gif$\nDisallow: /example/\nAllow: /publications/\n\n"
+    "User-Agent: foobot\nDisallow:/\nAllow:/example/page.html\nAllow:/example/allowed.gif\n\n"
+    "User-Agent: barbot\nUser-Agent: bazbot\nDisallow: /example/page.html\n\n"
+    "User-Agent: quxbot\n\nEOF\n"
+)
+
+GOOGLE_GROUPS = (
+    "allow: /foo/bar/\n\n"
+    "user-agent: FooBot\ndisallow: /\nallow: /x/\n"
+    "user-agent: BarBot\ndisallow: /\nallow: /y/\n\n\nallow: /w/\n"
+    "user-agent: BazBot\n\n"
+    "user-agent: FooBot\nallow: /z/\ndisallow: /\n"
+)
+
+RFP_EXAMPLE = (
+    "# /robots.txt for http://www.fict.org/\n# comments to webmaster@fict.org\n\n"
+    "User-agent: unhipbot\nDisallow: /\n\n"
+    "User-agent: webcrawler\nUser-agent: excite\nDisallow:\n\n"
+    "User-agent: *\nDisallow: /org/plans.html\nAllow: /org/\nAllow: /serv\nAllow: /~mak\nDisallow: /\n"
+)
+
+GLOBAL = "user-agent: *\nallow: /\nuser-agent: FooBot\ndisallow: /\n"
+A_DELAY_B = "User-agent: a\nCrawl-delay: 1\nUser-agent: b\nDisallow: /x\n"
+A_RULE_B = "User-agent: a\nDisallow: /y\nUser-agent: b\nDisallow: /x\n"
+A_RULE_DELAY_B = "User-agent: a\nDisallow: /y\nCrawl-delay: 3\nUser-agent: b\nDisallow: /x\n"
+
+EXTENT_CASES = [
+    # (source, robots.txt, agent, url, allowed)
+    ("rfc9309-2.2.1 merged groups", RFC_9309_2_2_1, "examplebot", "/foo", False),
+    ("rfc9309-2.2.1 merged groups", RFC_9309_2_2_1, "examplebot", "/baz", False),
+    ("rfc9309-2.2.1 merged groups", RFC_9309_2_2_1, "examplebot", "/qux", True),
+    ("rfc9309-2.2.1 star group", RFC_9309_2_2_1, "otherbot", "/qux", False),
+    ("rfc9309-2.2.1 star group", RFC_9309_2_2_1, "otherbot", "/foo", True),
+    ("rfc9309-2.2.1 own group", RFC_9309_2_2_1, "bazbot", "/baz", False),
+    ("rfc9309-2.2.1 own group", RFC_9309_2_2_1, "bazbot", "/qux", True),
+    ("rfc9309-5.1 foobot", RFC_9309_5_1, "foobot", "/example/page.html", True),
+    ("rfc9309-5.1 foobot", RFC_9309_5_1, "foobot", "/example/allowed.gif", True),
+    ("rfc9309-5.1 foobot", RFC_9309_5_1, "foobot", "/example/other.html", False),
+    ("rfc9309-5.1 foobot", RFC_9309_5_1, "foobot", "/publications/", False),
+    ("rfc9309-5.1 two agents, one group", RFC_9309_5_1, "barbot", "/example/page.html", False),
+    ("rfc9309-5.1 two agents, one group", RFC_9309_5_1, "bazbot", "/example/page.html", False),
+    ("rfc9309-5.1 two agents, one group", RFC_9309_5_1, "bazbot", "/example/other.gif", True),
+    ("rfc9309-5.1 an empty group allows all", RFC_9309_5_1, "quxbot", "/example/page.gif", True),
+    ("rfc9309-5.1 star group", RFC_9309_5_1, "otherbot", "/example/page.html", False),
+    ("rfc9309-5.1 star group", RFC_9309_5_1, "otherbot", "/a/image.gif", False),
+    ("rfc9309-5.1 star group", RFC_9309_5_1, "otherbot", "/publications/a", True),
+    ("google groups: merged FooBot", GOOGLE_GROUPS, "foobot", "/x/b", True),
+    ("google groups: merged FooBot", GOOGLE_GROUPS, "foobot", "/z/d", True),
+    ("google groups: merged FooBot", GOOGLE_GROUPS, "foobot", "/y/c", False),
+    ("google groups: blank lines inside a group", GOOGLE_GROUPS, "barbot", "/w/a", True),
+    ("google groups: blank lines inside a group", GOOGLE_GROUPS, "barbot", "/y/c", True),
+    ("google groups: blank lines inside a group", GOOGLE_GROUPS, "barbot", "/z/d", False),
+    ("google groups: blank line between agents", GOOGLE_GROUPS, "bazbot", "/z/d", True),
+    ("google groups: rules before any agent", GOOGLE_GROUPS, "foobot", "/foo/bar/", False),
+    ("google groups: rules before any agent", GOOGLE_GROUPS, "bazbot", "/foo/bar/", False),
+    ("google global group", GLOBAL, "foobot", "/x", False),
+    ("google global group", GLOBAL, "barbot", "/x", True),
+    ("rfp unhipbot", RFP_EXAMPLE, "unhipbot", "/index.html", False),
+    ("rfp webcrawler", RFP_EXAMPLE, "webcrawler", "/org/plans.html", True),
+    ("rfp excite shares the group", RFP_EXAMPLE, "excite", "/org/plans.html", True),
+    ("rfp unknown", RFP_EXAMPLE, "unknown", "/org/about.html", True),
+    ("rfp unknown", RFP_EXAMPLE, "unknown", "/org/plans.html", False),
+    ("rfp unknown", RFP_EXAMPLE, "unknown", "/~mak/mak.html", True),
+    ("rfp unknown", RFP_EXAMPLE, "unknown", "/orgo.gif", False),
+    # issue 10: lines that are not rules do not end a run of User-agent lines
+    ("crawl-delay between agents", A_DELAY_B, "a", "/x", False),
+    ("crawl-delay between agents", A_DELAY_B, "b", "/x", False),
+    ("unknown line between agents", "User-agent: a\nFoo: bar\nUser-agent: b\nDisallow: /x\n", "a", "/x", False),
+    ("comment between agents", "User-agent: a\n# b follows\nUser-agent: b\nDisallow: /x\n", "a", "/x", False),
+    ("blank line between agents", "User-agent: a\n\nUser-agent: b\nDisallow: /x\n", "a", "/x", False),
+    ("request-rate between agents", "User-agent: a\nRequest-rate: 1/5\nUser-agent: b\nDisallow: /x\n", "a", "/x",
+     False),
+    ("a rule ends the run", A_RULE_B, "a", "/x", True),
+    ("a rule ends the run", A_RULE_B, "b", "/y", True),
+    ("an empty disallow is a rule", "User-agent: a\nDisallow:\nUser-agent: b\nDisallow: /x\n", "a", "/x", True),
+    ("crawl-delay after rules stays in its group", A_RULE_DELAY_B, "a", "/x", True),
+]
+
+
+@pytest.mark.parametrize("source, text, agent, url, allowed", EXTENT_CASES,
+                         ids=[f"{c[0]}|{c[2]}|{c[3]}" for c in EXTENT_CASES])
+def test_group_extent_follows_rfc_9309_and_the_reference_parsers(source, text, agent, url, allowed):
+    assert rules_for(text, agent).allowed(url) is allowed
+
+
+@pytest.mark.parametrize("text, agent, delay", [
+    (A_DELAY_B, "b", 1.0),   # issue 10's case
+    (A_DELAY_B, "a", 1.0),
+    (A_RULE_DELAY_B, "b", None),
+    (A_RULE_DELAY_B, "a", 3.0),
+])
+def test_a_crawl_delay_belongs_to_every_agent_of_its_group(text, agent, delay):
+    assert rules_for(text, agent).crawl_delay_s == delay
 
 
 # ---------------------------------------------------------------- bytes in: BOM, size cap, garbage
@@ -520,6 +629,7 @@ def test_robots_check_prints_a_verdict_and_crawl_delay_per_url(tmp_path, capsys)
                        "https://example.com/foobot-only/a", "https://example.com/star"])
     assert code == 0
     assert capsys.readouterr().out.splitlines() == [
+        "group: foobot",
         "disallowed https://example.com/foobot-only/a crawl-delay=5",
         "allowed https://example.com/star crawl-delay=5",
     ]
@@ -529,9 +639,104 @@ def test_robots_check_without_a_crawl_delay_prints_none(tmp_path, capsys):
     robots = tmp_path / "robots.txt"
     robots.write_bytes(b"User-agent: *\nDisallow: /x\n")
     assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "barbot", "/x", "/y"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["disallowed /x crawl-delay=none", "allowed /y crawl-delay=none"]
+    assert capsys.readouterr().out.splitlines() == ["group: *", "disallowed /x crawl-delay=none",
+                                                    "allowed /y crawl-delay=none"]
+
+def test_robots_check_shows_the_group_extent_rule(tmp_path, capsys):
+    robots = tmp_path / "robots.txt"
+    robots.write_bytes(b"User-agent: a\nCrawl-delay: 1\nUser-agent: b\nDisallow: /x\n")
+    assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "b", "/x", "/y"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["group: b", "disallowed /x crawl-delay=1",
+                                                    "allowed /y crawl-delay=1"]
+
+
+def test_robots_check_says_when_the_file_is_cut_at_the_content_limit(tmp_path, capsys):
+    robots = tmp_path / "robots.txt"
+    body = b"User-agent: *\nDisallow: /early\n" + b"# padding\n" * 10 + b"Disallow: /late\n"
+    robots.write_bytes(body)
+    assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "b", "--content-limit", "40",
+                       "/early", "/late"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"truncated: {len(body)} bytes, only the first 40 parsed (--content-limit)"
+    assert out[2:] == ["disallowed /early crawl-delay=none", "allowed /late crawl-delay=none"]
+
 
 
 def test_robots_check_reports_an_unreadable_file(tmp_path, capsys):
     assert _run_check(["robots", "check", "--robots", str(tmp_path / "missing.txt"), "--agent", "foo", "/"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- truncation and conditional refresh
+
+def test_a_body_over_the_content_limit_is_cut_and_marked_truncated():
+    small = config(content_limit=32)
+    body = b"User-agent: *\nDisallow: /early\n" + b"Disallow: /late\n"
+    entry = decide(outcome(200, body), None, NOW_S, small)
+    assert entry.truncated
+    assert entry.rules(small).allowed("/late") and not entry.rules(small).allowed("/early")
+
+
+def test_a_body_within_the_limit_is_not_truncated_unless_the_fetcher_cut_it():
+    assert not decide(outcome(200, b"User-agent: *\nDisallow: /x\n"), None, NOW_S, CONFIG).truncated
+    cut = RobotsFetchOutcome(status=200, body=b"User-agent: *\nDisallow: /x\n", truncated=True)
+    assert decide(cut, None, NOW_S, CONFIG).truncated
+
+
+def test_truncation_survives_a_json_round_trip_and_a_failed_refresh():
+    small = config(content_limit=16)
+    entry = decide(outcome(200, b"User-agent: *\nDisallow: /x\n"), None, NOW_S, small)
+    assert RobotsEntry.from_dict(entry.to_dict()).truncated
+    assert decide(outcome(503), entry, NOW_S + 60, small).truncated
+
+
+VALIDATED = {"ETag": '"r1"', "Last-Modified": "Tue, 14 Nov 2023 20:00:00 GMT", "Cache-Control": "max-age=3600"}
+
+
+def test_etag_and_last_modified_of_a_200_are_kept_and_sent_on_the_next_fetch():
+    entry = decide(outcome(200, b"User-agent: *\nDisallow: /x\n", VALIDATED), None, NOW_S, CONFIG)
+    assert (entry.etag, entry.last_modified) == ('"r1"', "Tue, 14 Nov 2023 20:00:00 GMT")
+    assert conditional_headers(entry) == {"If-None-Match": '"r1"',
+                                          "If-Modified-Since": "Tue, 14 Nov 2023 20:00:00 GMT"}
+    assert RobotsEntry.from_dict(entry.to_dict()) == entry
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"ETag": '"r1"'}, {"If-None-Match": '"r1"'}),
+    ({"Last-Modified": "Tue, 14 Nov 2023 20:00:00 GMT"}, {"If-Modified-Since": "Tue, 14 Nov 2023 20:00:00 GMT"}),
+    ({}, {}),
+])
+def test_only_the_validators_the_server_gave_are_sent(headers, expected):
+    entry = decide(outcome(200, b"User-agent: *\nDisallow: /x\n", headers), None, NOW_S, CONFIG)
+    assert conditional_headers(entry) == expected
+
+
+def test_nothing_is_sent_without_a_cached_copy_or_for_a_redirected_answer():
+    assert conditional_headers(None) == {}
+    redirected = decide(outcome(200, b"User-agent: *\nDisallow: /x\n", VALIDATED, redirects=1), None, NOW_S, CONFIG)
+    assert conditional_headers(redirected) == {}
+    assert conditional_headers(decide(outcome(404, headers=VALIDATED), None, NOW_S, CONFIG)) == {}
+
+
+def test_a_304_keeps_the_cached_copy_and_restarts_its_lifetime():
+    first = decide(outcome(200, b"User-agent: *\nDisallow: /x\n", VALIDATED), None, NOW_S, CONFIG)
+    later = NOW_S + 3500
+    entry = decide(outcome(304, headers={"Cache-Control": "max-age=3600"}), first, later, CONFIG)
+    assert entry.kind == "rules" and entry.robots_text == first.robots_text
+    assert not entry.rules(CONFIG).allowed("/x")
+    assert (entry.fetched_at_s, entry.expires_at_s, entry.last_good_at_s) == (later, later + 3600, later)
+    assert (entry.etag, entry.last_modified) == (first.etag, first.last_modified)
+    assert entry.http_status == 304 and entry.failures == 0
+
+
+def test_a_304_after_failures_ends_the_failure_state_and_takes_new_validators():
+    first = decide(outcome(200, b"User-agent: *\nDisallow: /x\n", VALIDATED), None, NOW_S, CONFIG)
+    failing = decide(outcome(503), first, NOW_S + 90_000, CONFIG)
+    assert failing.blocks_origin and conditional_headers(failing)   # the last good copy can still be validated
+    entry = decide(outcome(304, headers={"ETag": '"r2"'}), failing, NOW_S + 90_100, CONFIG)
+    assert not entry.blocks_origin and entry.unreachable_since_s is None and entry.retry_at_s is None
+    assert entry.etag == '"r2"' and not entry.rules(CONFIG).allowed("/x")
+
+
+def test_a_304_with_nothing_cached_is_an_unavailable_robots_txt():
+    assert decide(outcome(304), None, NOW_S, CONFIG).kind == "allow_all"

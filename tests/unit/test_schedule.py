@@ -309,7 +309,8 @@ def test_schedule_config_converts_stormcrawler_minutes_to_seconds(tmp_path):
                     "max.fetch.errors: 5\n")
     config = ScheduleConfig.from_settings(load_settings(conf))
     assert config == ScheduleConfig(default_interval_s=3600.0, fetch_error_interval_s=150.0,
-                                    error_interval_s=None, max_fetch_errors=5)
+                                    error_interval_s=None, max_fetch_errors=5, max_rate_limits=20,
+                                    changefreq_revisit=True)
 
 
 def test_schedule_config_from_the_defaults_follows_the_defaults_file(tmp_path):
@@ -321,3 +322,68 @@ def test_schedule_config_from_the_defaults_follows_the_defaults_file(tmp_path):
     assert config.max_fetch_errors == defaults["max.fetch.errors"]
     if defaults["fetchInterval.error"] < 0:
         assert config.error_interval_s is None
+
+
+# ---------------------------------------------------------------- sitemaps: changefreq revisits, lastmod refreshes
+
+SITEMAP_CONFIG = replace(CONFIG, changefreq_revisit=True)
+
+
+@pytest.mark.parametrize(("changefreq", "enabled", "interval_s"), [
+    ("hourly", True, 3600.0), ("weekly", True, 7 * 86400.0), ("never", True, None),
+    ("weekly", False, 1440 * MIN), (None, True, 1440 * MIN),
+])
+def test_a_fetched_url_listed_with_a_changefreq_is_revisited_after_it(changefreq, enabled, interval_s):
+    meta = {"sitemap.changefreq": [changefreq]} if changefreq else {}
+    config = SITEMAP_CONFIG if enabled else CONFIG
+    rec = apply(discovered(metadata=meta), result(Status.FETCHED, NOW, http_status=200), config)
+    assert rec.next_fetch_at_s == (None if interval_s is None else NOW + interval_s)
+
+
+def listed_again(lastmod: str) -> StatusMessage:
+    return StatusMessage(url=URL, metadata={"sitemap.lastmod": [lastmod], "sitemap.changefreq": ["daily"]})
+
+
+def test_a_sitemap_lastmod_newer_than_the_last_fetch_makes_a_fetched_url_due_at_once_and_idempotently():
+    fetched = apply(discovered(), result(Status.FETCHED, NOW, http_status=200), CONFIG)
+    again = apply(fetched, listed_again("2024-05-01T13:00:00Z"), CONFIG)
+    assert again.next_fetch_at_s == NOW + 3600.0 < fetched.next_fetch_at_s
+    assert again.metadata["sitemap.changefreq"] == ["daily"]
+    assert apply(again, listed_again("2024-05-01T13:00:00Z"), CONFIG) is again
+
+
+@pytest.mark.parametrize("lastmod", ["2024-05-01T11:00:00Z", "not a date"])
+def test_a_sitemap_lastmod_not_newer_than_the_last_fetch_changes_nothing(lastmod):
+    fetched = apply(discovered(), result(Status.FETCHED, NOW, http_status=200), CONFIG)
+    assert apply(fetched, listed_again(lastmod), CONFIG) is fetched
+
+
+def test_a_sitemap_lastmod_does_not_touch_a_url_not_yet_fetched():
+    rec = discovered()
+    assert apply(rec, listed_again("2030-01-01"), CONFIG) is rec
+
+
+def marked_again() -> StatusMessage:
+    return StatusMessage(url=URL, metadata={"isSitemap": ["true"], "sitemap.level": ["1"]})
+
+
+def test_a_url_fetched_as_a_page_and_then_named_a_sitemap_takes_the_marker_and_is_due_again_once():
+    fetched = apply(discovered(metadata={"k": ["v"]}), result(Status.FETCHED, NOW, http_status=200), CONFIG)
+    marked = apply(fetched, marked_again(), CONFIG)
+    assert marked.metadata == {"k": ["v"], "isSitemap": ["true"], "sitemap.level": ["1"]}
+    assert marked.next_fetch_at_s == NOW  # its last fetch: due at once
+    assert apply(marked, marked_again(), CONFIG) is marked
+
+
+def test_a_url_not_yet_fetched_and_named_a_sitemap_only_takes_the_marker():
+    marked = apply(discovered(), marked_again(), CONFIG)
+    assert marked.next_fetch_at_s == NOW and marked.metadata["isSitemap"] == ["true"]
+
+
+def test_a_page_fetch_in_flight_when_its_url_was_named_a_sitemap_is_followed_by_a_fetch_at_once():
+    marked = apply(discovered(), marked_again(), CONFIG)  # marked while the unmarked hand-out was in flight
+    fetched = apply(marked, result(Status.FETCHED, NOW + 5, http_status=200), CONFIG)
+    assert fetched.next_fetch_at_s == NOW + 5 and fetched.metadata["isSitemap"] == ["true"]
+    as_sitemap = apply(fetched, result(Status.FETCHED, NOW + 10, http_status=200,
+                                       metadata={"isSitemap": ["true"]}), CONFIG)
+    assert as_sitemap.next_fetch_at_s == NOW + 10 + 1440 * MIN

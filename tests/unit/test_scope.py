@@ -10,7 +10,8 @@ import pytest
 from squall.errors import ConfigError
 from squall.records import Reason
 from squall.records import StatusMessage
-from squall.scope import ScopeConfig, batch_outlinks, check, check_url, repeated_segments
+from squall.scope import ScopeConfig, batch_outlinks, check, check_link
+from squall.traps import TrapConfig
 from squall.urls import CanonicalCache, NormalizerConfig
 
 OPEN = ScopeConfig(
@@ -22,7 +23,7 @@ OPEN = ScopeConfig(
     max_depth=10,
     max_urls_per_host=100,
     max_query_params=3,
-    max_repeated_segments=3,
+    traps=TrapConfig(max_segment_copies=3, max_run_copies=2, max_host_segments=1, max_query_param_copies=2),
 )
 
 
@@ -42,6 +43,9 @@ def settings(**overrides: object) -> dict[str, object]:
         "frontier.max.urls.per.host": 500000,
         "urlfilters.max.query.params": 32,
         "urlfilters.max.repeated.segments": 3,
+        "urlfilters.max.repeated.runs": 2,
+        "urlfilters.max.host.segments": 1,
+        "urlfilters.max.query.param.copies": 2,
     }
     values.update({key.replace("__", "."): value for key, value in overrides.items()})
     return values
@@ -136,7 +140,7 @@ def test_unlimited_host_cap_admits_any_count() -> None:
 @pytest.mark.parametrize(("query", "expected"), [
     ("", None),
     ("?a=1&b=2&c=3", None),
-    ("?a=1&a=1&a=1", None),
+    ("?a=1&a=1&b=1", None),
     ("?a=1&b=2&c=3&d=4", Reason.TRAP_QUERY_PARAMS),
     ("?a&b&c&d", Reason.TRAP_QUERY_PARAMS),
 ])
@@ -149,36 +153,22 @@ def test_unlimited_query_parameters_admit_any_number() -> None:
     assert admit(url, replace(OPEN, max_query_params=-1)) is None
 
 
-REPEATS = [
-    # (path, most consecutive copies)
-    ("/", 1),
-    ("/a/b/c/d/e/f/g/h/i/j", 1),
-    ("/a/b/a/c/a/d/a", 1),
-    ("/a/a/a", 3),
-    ("/a/a/a/a", 4),
-    ("/a/b/a/b/a/b", 3),
-    ("/a/b/a/b/a/b/a/b", 4),
-    ("/x/a/b/c/a/b/c/a/b/c/a/b/c/y", 4),
-    ("/a/b/c/d/a/b/c/d/a/b/c/d/a/b/c/d", 1),   # sequences longer than 3 are not looked for
-    ("/cal/2024/01/cal/2024/01/", 2),
-]
-
-
-@pytest.mark.parametrize(("path", "copies"), REPEATS)
-def test_repeated_segments_counts_consecutive_copies_of_one_to_three_segments(path: str, copies: int) -> None:
-    assert repeated_segments(path) == copies
-
-
 @pytest.mark.parametrize(("path", "expected"), [
-    ("/a/b/a/b/a/b", None),
-    ("/a/b/a/b/a/b/a/b", Reason.TRAP_REPEATED_SEGMENTS),
+    ("/a/b/a/b", None),
+    ("/a/b/a/b/a/b", Reason.TRAP_REPEATED_RUN),
     ("/img/img/img/img/x.png", Reason.TRAP_REPEATED_SEGMENTS),
+    ("/x/shop.example/x/shop.example/", Reason.TRAP_HOST_SEGMENT),
     ("/2024/01/02/03/04/05/06/07/08/09/10/11/12/13/14/15/16/17/18/19/20", None),
     ("/docs/v1/api/guide/intro/setup/install/linux/debian/bookworm/amd64/", None),
 ])
 def test_a_path_repeating_more_than_allowed_is_a_trap_and_deep_distinct_paths_are_not(
         path: str, expected: Reason | None) -> None:
     assert admit("http://example.com" + path) is expected
+
+
+def test_a_query_repeating_one_parameter_name_is_a_trap() -> None:
+    assert admit("http://example.com/list?p=1&p=1") is None
+    assert admit("http://example.com/list?p=1&p=1&p=1") is Reason.TRAP_REPEATED_QUERY_PARAM
 
 
 def test_the_host_cap_is_checked_after_the_permanent_refusals() -> None:
@@ -193,14 +183,16 @@ def test_config_is_read_from_the_settings_keys() -> None:
         urlfilters__hosts__allow=["WWW.Example.com."], urlfilters__domains__allow=["Bücher.example"],
         urlfilters__regex__include=["^https://"], urlfilters__regex__exclude=[r"\.pdf$"],
         urlfilters__max__depth=-1, frontier__max__urls__per__host=7, urlfilters__max__query__params=0,
-        urlfilters__max__repeated__segments=2, urlfilters__schemes=["HTTPS"]))
+        urlfilters__max__repeated__segments=2, urlfilters__max__repeated__runs=-1,
+        urlfilters__max__host__segments=3, urlfilters__max__query__param__copies=4, urlfilters__schemes=["HTTPS"]))
     assert config.hosts_allow == {"www.example.com"}
     assert config.domains_allow == {"xn--bcher-kva.example"}
     assert config.schemes == {"https"}
     assert [p.pattern for p in config.include] == ["^https://"]
     assert [p.pattern for p in config.exclude] == [r"\.pdf$"]
-    assert (config.max_depth, config.max_urls_per_host, config.max_query_params,
-            config.max_repeated_segments) == (-1, 7, 0, 2)
+    assert (config.max_depth, config.max_urls_per_host, config.max_query_params) == (-1, 7, 0)
+    assert config.traps == TrapConfig(max_segment_copies=2, max_run_copies=-1, max_host_segments=3,
+                                      max_query_param_copies=4)
 
 
 def test_default_settings_build_an_open_config() -> None:
@@ -232,6 +224,9 @@ def test_a_private_domain_without_public_suffix_may_be_allowed() -> None:
     ("frontier.max.urls.per.host", -5),
     ("urlfilters.max.query.params", -2),
     ("urlfilters.max.repeated.segments", 0),
+    ("urlfilters.max.repeated.runs", 0),
+    ("urlfilters.max.host.segments", -2),
+    ("urlfilters.max.query.param.copies", 0),
 ])
 def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -239,7 +234,14 @@ def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
     assert caught.value.key == key
 
 
-# ---------------------------------------------------------------- check_url (no host record needed)
+def test_allow_lists_spell_idn_hosts_as_canonical_urls_do_with_idna_2008() -> None:
+    config = ScopeConfig.from_settings(settings(urlfilters__hosts__allow=["Faß.de"]))
+    assert config.hosts_allow == {"xn--fa-hia.de"}
+    assert admit("http://xn--fa-hia.de/", config, host_seeded=False) is None
+    assert admit("http://fass.de/", config, host_seeded=False) is Reason.SCOPE_HOST
+
+
+# ---------------------------------------------------------------- check_link (no host record needed)
 
 @pytest.mark.parametrize("url, depth, expected", [
     ("https://example.com/a", 10, None),
@@ -248,26 +250,26 @@ def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
     ("https://example.com/a", 11, Reason.TRAP_DEPTH),
     ("https://example.com/a?a=1&b=2&c=3&d=4", 0, Reason.TRAP_QUERY_PARAMS),
     ("https://example.com/x/x/x/x", 0, Reason.TRAP_REPEATED_SEGMENTS),
-    # host-dependent guards are not check_url's: an unseeded host, a full host
+    # host-dependent guards are not check_link's: an unseeded host, a full host
     ("https://elsewhere.example.net/a", 0, None),
 ])
-def test_check_url_applies_only_the_guards_that_need_no_host_record(url, depth, expected):
-    assert check_url(url, depth=depth, config=OPEN) is expected
+def test_check_link_applies_only_the_guards_that_need_no_host_record(url, depth, expected):
+    assert check_link(url, depth=depth, config=OPEN) is expected
 
 
-def test_check_url_applies_the_include_and_exclude_expressions():
+def test_check_link_applies_the_include_and_exclude_expressions():
     config = replace(OPEN, include=(re.compile(r"/docs/"),), exclude=(re.compile(r"\.pdf$"),))
-    assert check_url("https://example.com/docs/a", depth=0, config=config) is None
-    assert check_url("https://example.com/blog/a", depth=0, config=config) is Reason.SCOPE_REGEX
-    assert check_url("https://example.com/docs/a.pdf", depth=0, config=config) is Reason.SCOPE_REGEX
+    assert check_link("https://example.com/docs/a", depth=0, config=config) is None
+    assert check_link("https://example.com/blog/a", depth=0, config=config) is Reason.SCOPE_REGEX
+    assert check_link("https://example.com/docs/a.pdf", depth=0, config=config) is Reason.SCOPE_REGEX
 
 
 @pytest.mark.parametrize("url, depth", [
     ("https://example.com/a", 10), ("https://example.com/a", 11), ("https://example.com/x/x/x/x", 0),
     ("https://example.com/a?a=1&b=2&c=3&d=4", 2), ("ftp://example.com/", 0),
 ])
-def test_check_url_agrees_with_check_for_a_seeded_host_with_room(url, depth):
-    assert check_url(url, depth=depth, config=OPEN) is admit(url, depth=depth)
+def test_check_link_agrees_with_check_for_a_seeded_host_with_room(url, depth):
+    assert check_link(url, depth=depth, config=OPEN) is admit(url, depth=depth)
 
 
 # ---------------------------------------------------------------- batch_outlinks

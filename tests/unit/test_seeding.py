@@ -64,3 +64,10 @@ def test_parsing_never_raises_on_garbage():
     seeds = list(parse_seed_lines(lines, NORMALIZER))
     assert all((s.url is None) != (s.error is None) for s in seeds)
     assert [s.lineno for s in seeds] == sorted(s.lineno for s in seeds)
+
+
+def test_a_seed_with_a_credential_is_refused_with_a_message_saying_why():
+    [bad] = parse("https://user:secret@example.com/private\n")
+    assert bad.url is None
+    assert "url.userinfo" in bad.error and "a seed must not carry user:password@" in bad.error
+    assert "secret" not in bad.error and "//***@example.com" in bad.error

@@ -239,7 +239,6 @@ def test_robots_pacing_with_the_full_contract_loads(defaults, conf):
     [
         ({"partition.url.mode": "byDomain"}, "partition.url.mode"),
         ({"fetcher.max.crawl.delay.force": False}, "fetcher.max.crawl.delay.force"),
-        ({"frontier.max.urls.per.bucket": 2}, "frontier.max.urls.per.bucket"),
         ({"metadata.persist": []}, "metadata.persist"),
         ({"metadata.persist": ["robots.*"]}, "metadata.persist"),  # persist needs the key itself
         ({"metadata.transfer": ["robots.crawl.delay"]}, "metadata.transfer"),
@@ -247,7 +246,7 @@ def test_robots_pacing_with_the_full_contract_loads(defaults, conf):
         ({"metadata.transfer": ["robots.crawl*"]}, "metadata.transfer"),
         ({"metadata.transfer": ["depth", "*"]}, "metadata.transfer"),
     ],
-    ids=["byDomain", "no-force", "bucket-2", "persist-empty", "persist-wildcard", "transfer-exact",
+    ids=["byDomain", "no-force", "persist-empty", "persist-wildcard", "transfer-exact",
          "transfer-robots-wildcard", "transfer-prefix", "transfer-star"],
 )
 def test_robots_pacing_refuses_each_broken_term_of_the_contract_naming_it(defaults, override, named_key):

@@ -96,3 +96,25 @@ def test_to_text_shows_the_totals_statuses_reasons_rejections_and_hosts():
         assert part in text
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith(("a.", "b."))}
     assert rows == {"a.example": ["3", "1", "0", "0", "0"], "b.example": ["0", "0", "1", "2", "2"]}
+
+
+ROBOTS = {
+    "https://a.example": {"kind": "rules", "robots_text": "", "fetched_at_s": 1.0, "expires_at_s": 2.0,
+                          "truncated": True},
+    "https://b.example": {"kind": "rules", "robots_text": "", "fetched_at_s": 1.0, "expires_at_s": 2.0},
+    "http://c.example": {"kind": "allow_all", "robots_text": None, "fetched_at_s": 1.0, "expires_at_s": 2.0,
+                         "truncated": False},
+}
+
+
+def test_robots_txt_cut_at_the_content_limit_is_counted_per_origin():
+    report = build_report(URLS, HOSTS, NOW, robots=ROBOTS)
+    assert report.robots_truncated == ["https://a.example"]
+    data = report.to_json()
+    assert (data["robots_truncated"], data["robots_truncated_origins"]) == (1, ["https://a.example"])
+    assert "robots.txt cut at http.robots.content.limit: 1 origin(s) (https://a.example)" in report.to_text()
+
+
+def test_without_truncated_robots_txt_the_text_has_no_robots_line():
+    assert "robots.txt cut" not in build_report(URLS, HOSTS, NOW).to_text()
+    assert build_report(URLS, HOSTS, NOW).to_json()["robots_truncated"] == 0

@@ -64,7 +64,7 @@ async def test_each_address_is_a_host_and_every_request_is_recorded(tmp_path, se
         assert server.seeds == [f"http://{A}:{server.port}/", f"http://{B}:{server.port}/"]
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert logged == reqs
-    assert set(logged[0]) == {"host", "ip", "path", "method", "t", "ua", "status"}
+    assert set(logged[0]) == {"host", "ip", "path", "method", "t", "ua", "status", "if_none_match"}
 
 
 async def test_a_request_is_timestamped_when_it_arrives_not_when_it_is_answered(session):
@@ -302,3 +302,15 @@ async def test_the_cli_prints_seeds_serves_and_stops_on_sigterm(tmp_path, sessio
     assert rc == 0
     (entry,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert (entry["ip"], entry["path"], entry["status"]) == (B, "/", 200)
+
+
+async def test_robots_with_an_etag_answers_a_matching_if_none_match_with_304(session):
+    robots = RobotsSpec(text="User-agent: *\nDisallow: /x\n", etag='"v1"')
+    async with RecordingServer(site({}, robots)) as server:
+        status, headers, body = await get(session, server.base_url(A) + "/robots.txt")
+        assert (status, headers["ETag"], body) == (200, '"v1"', b"User-agent: *\nDisallow: /x\n")
+        status, _, body = await get(session, server.base_url(A) + "/robots.txt", headers={"If-None-Match": '"v1"'})
+        assert (status, body) == (304, b"")
+        status, _, _ = await get(session, server.base_url(A) + "/robots.txt", headers={"If-None-Match": '"v0"'})
+        assert status == 200
+        assert [r["if_none_match"] for r in server.requests] == [None, '"v1"', '"v0"']

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import random
 
+import threading
+
 import pytest
 
 from squall import urls
@@ -22,6 +24,18 @@ CANONICAL = [
     ("path case is kept", "http://example.com/About/Us", "http://example.com/About/Us"),
     ("www is not stripped", "http://www.example.com/", "http://www.example.com/"),
     ("IDN host becomes punycode", "http://Bücher.example/", "http://xn--bcher-kva.example/"),
+    ("IDNA 2008 keeps sharp s", "http://faß.de/", "http://xn--fa-hia.de/"),
+    ("UTS 46 lower-cases before IDNA", "http://FAß.DE/", "http://xn--fa-hia.de/"),
+    ("IDNA 2008 keeps final sigma", "http://βόλος.gr/", "http://xn--nxasmm1c.gr/"),
+    ("UTS 46 maps full-width letters and dots", "http://ＥＸＡＭＰＬＥ。com/", "http://example.com/"),
+    ("an escaped dot in the host is decoded", "http://example%2Ecom/", "http://example.com/"),
+    ("escaped letters in the host are decoded", "http://%41.example/", "http://a.example/"),
+    ("UTF-8 escapes in the host are decoded", "http://%E4%BE%8B.jp/", "http://xn--fsq.jp/"),
+    ("userinfo is dropped from a link", "http://user:pw@example.com/a", "http://example.com/a"),
+    ("userinfo without password is dropped", "http://user@example.com/", "http://example.com/"),
+    ("empty userinfo is dropped", "http://@example.com/", "http://example.com/"),
+    ("the last @ ends the userinfo", "http://a@b@example.com:8080/", "http://example.com:8080/"),
+    ("an @ in the path is not userinfo", "http://example.com/@me?to=a@b", "http://example.com/@me?to=a@b"),
     ("punycode host is kept", "http://xn--bcher-kva.example/", "http://xn--bcher-kva.example/"),
     ("default http port is dropped", "http://example.com:80/a", "http://example.com/a"),
     ("default https port is dropped", "https://example.com:443/a", "https://example.com/a"),
@@ -42,7 +56,10 @@ CANONICAL = [
     ("lower-case hex is upper-cased", "http://example.com/%c3%a9", "http://example.com/%C3%A9"),
     ("escaped reserved characters stay escaped", "http://example.com/a%3Db%21", "http://example.com/a%3Db%21"),
     ("escapes in the query are normalized", "http://example.com/?q=%7e%2b%2f", "http://example.com/?q=~%2B%2F"),
-    ("malformed escapes are left as found", "http://example.com/100%", "http://example.com/100%"),
+    ("a stray percent becomes %25", "http://example.com/100%", "http://example.com/100%25"),
+    ("a percent before one hex digit becomes %25", "http://example.com/a%2", "http://example.com/a%252"),
+    ("a percent before non-hex becomes %25", "http://example.com/a%zz?q=%&r=5%", "http://example.com/a%25zz?q=%25&r=5%25"),
+    ("an escaped percent stays escaped", "http://example.com/a%25b", "http://example.com/a%25b"),
     ("non-ASCII path is UTF-8 percent-encoded", "http://example.com/résumé", "http://example.com/r%C3%A9sum%C3%A9"),
     ("spaces in the path are encoded", "http://example.com/a b", "http://example.com/a%20b"),
     ("spaces in the query are encoded", "http://example.com/?q=a b", "http://example.com/?q=a%20b"),
@@ -134,14 +151,15 @@ INVALID = [
     ("a URL with only a path is refused", "http:/a/b", Reason.URL_HOST),
     ("a host with a space is refused", "http://exa mple.com/", Reason.URL_HOST),
     ("an empty label is refused", "http://a..example.com/", Reason.URL_HOST),
-    ("an escaped host is refused", "http://%41.example/", Reason.URL_HOST),
+    ("an escaped slash in the host is refused", "http://good.example%2Fevil.example/", Reason.URL_HOST),
+    ("an escaped @ in the host is refused", "http://evil.example%40good.example/", Reason.URL_HOST),
+    ("escapes that are not UTF-8 in the host are refused", "http://%FF.example/", Reason.URL_HOST),
+    ("an escaped NUL in the host is refused", "http://a%00.example/", Reason.URL_HOST),
+    ("a host IDNA 2008 disallows is refused", "http://\u2603.example/", Reason.URL_HOST),
     ("an overlong label is refused", "http://" + "a" * 64 + ".example/", Reason.URL_HOST),
     ("a bad IPv4 address is refused", "http://192.0.2.256/", Reason.URL_HOST),
     ("a bad IPv6 address is refused", "http://[2001:db8::zz]/", Reason.URL_MALFORMED),
     ("an IPv6 zone id is refused", "http://[fe80::1%25eth0]/", Reason.URL_HOST),
-    ("userinfo with password is refused", "http://user:pw@example.com/", Reason.URL_USERINFO),
-    ("userinfo without password is refused", "http://user@example.com/", Reason.URL_USERINFO),
-    ("empty userinfo is refused", "http://@example.com/", Reason.URL_USERINFO),
     ("a port out of range is malformed", "http://example.com:70000/", Reason.URL_MALFORMED),
     ("a non-numeric port is malformed", "http://example.com:http/", Reason.URL_MALFORMED),
     ("a URL over max length is refused", "http://example.com/" + "a" * 2030, Reason.URL_TOO_LONG),
@@ -154,6 +172,18 @@ def test_invalid_urls_are_refused_with_a_reason(rule: str, url: str, reason: Rea
         canonicalize(url, CONFIG)
     assert caught.value.reason == reason.value
     assert isinstance(caught.value.reason, str) and not isinstance(caught.value.reason, Reason)
+
+
+@pytest.mark.parametrize("url", ["http://user:pw@example.com/", "http://user@example.com/", "http://@example.com/"])
+def test_a_seed_with_userinfo_is_refused_with_a_clear_message(url: str) -> None:
+    with pytest.raises(InvalidURL) as caught:
+        canonicalize(url, CONFIG, seed=True)
+    assert caught.value.reason == Reason.URL_USERINFO.value
+    assert "seed" in caught.value.detail and "user:password@" in caught.value.detail
+
+
+def test_a_seed_without_userinfo_is_canonicalized_as_any_url() -> None:
+    assert canonicalize("http://faß.de/a%", CONFIG, seed=True) == "http://xn--fa-hia.de/a%25"
 
 
 def test_max_length_counts_the_canonical_url_not_the_input() -> None:
@@ -237,7 +267,9 @@ def _run_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
     import squall.settings
 
     settings = {"urlfilters.schemes": ["http", "https"], "urlfilters.query.remove": list(SEED_002_REMOVE),
-                "urlnormalizer.query.sort": False, "urlfilters.max.length": 2048}
+                "urlnormalizer.query.sort": False, "urlfilters.max.length": 2048,
+                "urlfilters.max.repeated.segments": 3, "urlfilters.max.repeated.runs": 2,
+                "urlfilters.max.host.segments": 1, "urlfilters.max.query.param.copies": 2}
     monkeypatch.setattr(squall.settings, "load_settings", lambda path=None, overrides=None: settings)
     parser = argparse.ArgumentParser()
     parser.add_argument("--conf")
@@ -256,6 +288,36 @@ def test_cli_reports_invalid_urls_and_exits_1(monkeypatch: pytest.MonkeyPatch, c
     code = _run_cli(monkeypatch, "url", "normalize", "http://example.com/", "mailto:a@b.example")
     assert code == 1
     assert capsys.readouterr().out == "http://example.com/\ninvalid: url.scheme\n"
+
+
+def test_cli_shows_idna_2008_stray_percent_escaped_hosts_and_dropped_userinfo(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _run_cli(monkeypatch, "url", "normalize", "http://faß.de/100%", "http://example%2Ecom/",
+                    "http://user:pw@example.com/a")
+    assert code == 0
+    assert capsys.readouterr().out == "http://xn--fa-hia.de/100%25\nhttp://example.com/\nhttp://example.com/a\n"
+
+
+def test_cli_refuses_userinfo_in_a_seed_with_the_reason_and_why(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _run_cli(monkeypatch, "url", "normalize", "--seed", "http://user:pw@example.com/")
+    assert code == 1
+    out = capsys.readouterr().out
+    assert out.startswith("invalid: url.userinfo (a seed must not carry user:password@")
+
+
+def test_cli_with_traps_judges_each_canonical_url_by_the_trap_guards(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _run_cli(monkeypatch, "url", "normalize", "--traps", "http://example.com/a/b/a/b",
+                    "http://example.com/a/b/c/d/a/b/c/d/a/b/c/d", "http://example.com/x/shop.example/x/shop.example/",
+                    "http://example.com/?p=1&p=1&p=1")
+    assert code == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "http://example.com/a/b/a/b\tadmitted",
+        "http://example.com/a/b/c/d/a/b/c/d/a/b/c/d\trefused: trap.repeated_run",
+        "http://example.com/x/shop.example/x/shop.example/\trefused: trap.host_segment",
+        "http://example.com/?p=1&p=1&p=1\trefused: trap.repeated_query_param",
+    ]
 
 
 # ---------------------------------------------------------------- CanonicalCache
@@ -290,3 +352,23 @@ def test_the_canonical_cache_is_bounded_and_evicts_the_oldest_entries_first():
 def test_a_canonical_cache_needs_room_for_two_entries():
     with pytest.raises(ValueError):
         CanonicalCache(NormalizerConfig(), max_entries=1)
+
+
+def test_the_canonical_cache_can_be_shared_by_threads():
+    cache = CanonicalCache(NormalizerConfig(), max_entries=8)
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(2000):
+                url = f"http://Example.com/{(i * 7 + n) % 50}"
+                assert cache(url) == url.replace("Example", "example")
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(cache) <= 8
