@@ -6,6 +6,7 @@ import json
 import logging
 
 from squall.frontier import HostRecord
+from squall.memo import BoundedMemo
 from squall.urls import CanonicalCache, NormalizerConfig
 from topology import app, deadletter_topic, hosts_table, settings
 
@@ -18,8 +19,8 @@ CANONICAL = CanonicalCache(NormalizerConfig.from_settings(settings))
 # status updater, spout and regulator do not decode the same JSON record for every message. The table is
 # the truth: every write goes through save_host, and the cache is dropped at every rebalance (the table may
 # then be recovered from its changelog, or a partition come back after another worker wrote it).
-HOST_CACHE_MAX = 20000  # records kept; the oldest goes first
-_hosts: dict[str, HostRecord] = {}
+HOST_CACHE_MAX = 20000  # records kept; the one saved or read from the table longest ago goes first
+_hosts: BoundedMemo[str, HostRecord] = BoundedMemo(HOST_CACHE_MAX)
 
 
 def load_host(key: str) -> HostRecord:
@@ -33,26 +34,19 @@ def load_host(key: str) -> HostRecord:
     if host is None:
         raw = hosts_table.get(key.encode())
         host = HostRecord(key=key) if raw is None else HostRecord.from_dict(raw)
-        _remember(host)
+        _hosts.put(key, host)
     return host
 
 
 def save_host(host: HostRecord) -> None:
     """Write ``host`` to the hosts table (the only way the agents write it) and to the cache."""
     hosts_table[host.key.encode()] = host.to_dict()
-    _remember(host)
+    _hosts.put(host.key, host)
 
 
 def forget_hosts(*_args: object, **_kwargs: object) -> None:
     """Drop the cache of host records (connected to Faust's rebalance signals below)."""
     _hosts.clear()
-
-
-def _remember(host: HostRecord) -> None:
-    _hosts.pop(host.key, None)  # re-inserted last: recently used records are evicted last
-    while len(_hosts) >= HOST_CACHE_MAX:
-        del _hosts[next(iter(_hosts))]
-    _hosts[host.key] = host
 
 
 for _signal in (app.on_partitions_revoked, app.on_partitions_assigned, app.on_rebalance_complete):

@@ -19,11 +19,11 @@ from squall.http import FetchResult
 from squall.parse import is_parseable, parse_html
 from squall.records import StatusMessage
 from squall.robots_policy import product_token
-from squall.scope import ScopeConfig, batch_outlinks
+from squall.scope import LinkJudge, ScopeConfig, batch_outlinks
 from squall.sitemaps import is_marked, settle_status
 from topology import settings
 
-SCOPE = ScopeConfig.from_settings(settings)
+JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
 MODE = settings["partition.url.mode"]
 MIMETYPES = tuple(settings["parser.mimetypes"])
 TRANSFER = tuple(settings["metadata.transfer"])
@@ -60,7 +60,7 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
     return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
-                                    canonical=CANONICAL, mode=MODE, config=SCOPE)
+                                    canonical=CANONICAL, mode=MODE, judge=JUDGE)
 
 
 def settle(status: StatusMessage) -> StatusMessage:

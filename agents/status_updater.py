@@ -22,6 +22,7 @@ from squall.partition import partition_for_key, partition_key
 from squall.records import StatusMessage
 from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.scope import ScopeConfig, check
+from squall.sitemaps import is_marked, lastmod_of
 from squall.urls import NormalizerConfig, canonicalize
 from topology import app, settings, status_topic, urls_table
 
@@ -132,24 +133,36 @@ def update(msg: StatusMessage, urls: list[str], key: str, now_s: float) -> None:
 def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float,
            stores: list[UrlRecord]) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
-    if msg.fetched_at_s is None:
-        if url.encode() in urls_table:
-            return host  # a rediscovery: exact dedup on the canonical URL, nothing to decode
-        reason = check(url, depth=msg.depth, host_seeded=host.seeded, host_url_count=host.url_count, config=SCOPE)
-        if reason is not None:
-            return host.with_rejection(reason.value)
-        stores.append(new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata)))
-        return replace(host, url_count=host.url_count + 1)
+    discovered = msg.fetched_at_s is None
+    if discovered and not _news_for_known(msg) and url.encode() in urls_table:
+        return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     raw = urls_table.get(url.encode())
     if raw is None:
+        if discovered:
+            reason = check(url, depth=msg.depth, host_seeded=host.seeded, host_url_count=host.url_count,
+                           config=SCOPE)
+            if reason is not None:
+                return host.with_rejection(reason.value)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
         host = replace(host, url_count=host.url_count + 1)
+        if discovered:
+            stores.append(record)
+            return host
     else:
         record = UrlRecord.from_dict(raw)
     updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
     if updated is not record or raw is None:
         stores.append(updated)
     return host
+
+
+def _news_for_known(msg: StatusMessage) -> bool:
+    """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
+
+    The cases :func:`squall.schedule.apply` acts on for a rediscovery; any
+    other rediscovery is skipped without reading the stored record.
+    """
+    return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None
 
 
 def _store(record: UrlRecord) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.errors import ConfigError, InvalidURL
+from squall.memo import BoundedMemo
 from squall.partition import is_public_suffix, partition_key
 from squall.records import Reason, StatusMessage
 from squall.traps import TrapConfig, check_url
@@ -133,7 +134,7 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
     assert host is not None  # _form refuses a URL without a host
     if not _host_in_scope(host, host_seeded, config):
         return Reason.SCOPE_HOST
-    reason = _traps(url, parts.query, depth, config)
+    reason = _regex(url, config) or _depth(depth, config) or _shape(url, parts.query, config)
     if reason is not None:
         return reason
     if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
@@ -152,16 +153,36 @@ def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
     (``SCOPE_HOST``), this one may name another reason. Never raises for a
     bad URL.
     """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return Reason.URL_HOST
-    return _form(parts.scheme, host, config) or _traps(url, parts.query, depth, config)
+    before, after = _verdict(url, config)
+    return before or _depth(depth, config) or after
+
+
+class LinkJudge:
+    """:func:`check_link` for one ``config``, with what does not depend on the depth memoized per URL.
+
+    The parse step judges every link of every page, and most links are
+    rediscoveries: the scheme, host form, expressions, query and URL-shape
+    guards are computed once per URL (bounded by ``max_entries``, oldest
+    first; thread-safe), the depth limit on each call.
+    """
+
+    def __init__(self, config: ScopeConfig, max_entries: int = 65536) -> None:
+        self.config = config
+        self._memo: BoundedMemo[str, tuple[Reason | None, Reason | None]] = BoundedMemo(max_entries)
+
+    def __call__(self, url: str, depth: int) -> Reason | None:
+        """``check_link(url, depth=depth, config=self.config)``."""
+        verdict = self._memo.get(url)
+        if verdict is None:
+            verdict = _verdict(url, self.config)
+            self._memo.put(url, verdict)
+        before, after = verdict
+        return before or _depth(depth, self.config) or after
 
 
 def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
-                   canonical: Callable[[str], str], mode: str, config: ScopeConfig) -> list[StatusMessage]:
+                   canonical: Callable[[str], str], mode: str,
+                   judge: Callable[[str, int], Reason | None]) -> list[StatusMessage]:
     """DISCOVERED messages for the outlinks of one page: one message per partition key, not one per link.
 
     ``links``: absolute URLs as found, in document order; ``canonical``: the
@@ -169,10 +190,11 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
     :class:`InvalidURL` for a link that is not crawlable (such a link is
     dropped, as are repeats and ``page_url`` itself); ``depth``: the links'
     depth (the page's + 1); ``metadata``: what ``metadata.transfer`` passes
-    on; ``mode``: ``partition.url.mode``.
+    on; ``mode``: ``partition.url.mode``; ``judge``: (URL, depth) → the
+    reason :func:`check_link` gives (:class:`LinkJudge`).
 
     Each message carries, for one key (in order of first appearance): the
-    links :func:`check_link` admits, as ``url`` then ``more_urls``, and the
+    links ``judge`` admits, as ``url`` then ``more_urls``, and the
     count of the refused ones per reason in ``rejected``. A key whose every
     link is refused still gets one message: its ``url`` is the first refused
     link, left out of ``rejected`` — the status updater checks it itself and
@@ -192,7 +214,7 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
             continue
         seen.add(url)
         admitted.setdefault(key, [])
-        reason = check_link(url, depth=depth, config=config)
+        reason = judge(url, depth)
         if reason is None:
             admitted[key].append(url)
         else:
@@ -217,14 +239,31 @@ def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
     return None
 
 
-def _traps(url: str, query: str, depth: int, config: ScopeConfig) -> Reason | None:
-    """Regular expressions, then the trap guards that need only the URL and its depth."""
+def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None]:
+    """check_link's depth-independent reasons: (before the depth limit, after it) in check's order."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST, None
+    before = _form(parts.scheme, host, config) or _regex(url, config)
+    return before, None if before is not None else _shape(url, parts.query, config)
+
+
+def _regex(url: str, config: ScopeConfig) -> Reason | None:
     if config.include and not any(p.search(url) for p in config.include):
         return Reason.SCOPE_REGEX
     if any(p.search(url) for p in config.exclude):
         return Reason.SCOPE_REGEX
-    if config.max_depth != -1 and depth > config.max_depth:
-        return Reason.TRAP_DEPTH
+    return None
+
+
+def _depth(depth: int, config: ScopeConfig) -> Reason | None:
+    return Reason.TRAP_DEPTH if config.max_depth != -1 and depth > config.max_depth else None
+
+
+def _shape(url: str, query: str, config: ScopeConfig) -> Reason | None:
+    """The query-parameter count, then the URL-shape guards of :mod:`squall.traps`."""
     if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
     return check_url(url, config.traps)

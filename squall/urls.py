@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,7 @@ import idna
 from w3lib.url import safe_url_string
 
 from squall.errors import InvalidURL
+from squall.memo import BoundedMemo
 from squall.records import Reason
 
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
@@ -142,35 +142,27 @@ class CanonicalCache:
     the URL as found *and* under the canonical URL itself (canonicalization is
     idempotent), so the status updater's second call is a dict lookup.
     Failures are not cached (``InvalidURL`` is raised again each time).
-    ``max_entries`` bounds the memory: the oldest entries go first.
-    Thread-safe (the fetcher parses pages in worker threads while the status
-    updater runs on the event loop): a lookup is one dict read, an insertion
-    takes a lock.
+    ``max_entries`` (≥ 2) bounds the memory, oldest entries first; thread-safe
+    (:class:`squall.memo.BoundedMemo`: the fetcher parses pages in threads).
     """
 
     def __init__(self, config: NormalizerConfig, max_entries: int = 65536) -> None:
         if max_entries < 2:
             raise ValueError(f"max_entries must be at least 2, got {max_entries}")
         self.config = config
-        self.max_entries = max_entries
-        self._memo: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._memo: BoundedMemo[str, str] = BoundedMemo(max_entries)
 
     def __len__(self) -> int:
         return len(self._memo)
 
     def __call__(self, url: str) -> str:
         """``canonicalize(url, self.config)``; raises :class:`InvalidURL` like it."""
-        memo = self._memo
-        found = memo.get(url)
+        found = self._memo.get(url)
         if found is not None:
             return found
         canonical = canonicalize(url, self.config)
-        with self._lock:
-            while len(memo) >= self.max_entries - 1:
-                del memo[next(iter(memo))]   # dicts keep insertion order: the oldest entry first
-            memo[url] = canonical
-            memo[canonical] = canonical
+        self._memo.put(url, canonical)
+        self._memo.put(canonical, canonical)
         return canonical
 
 

@@ -10,7 +10,7 @@ import pytest
 from squall.errors import ConfigError
 from squall.records import Reason
 from squall.records import StatusMessage
-from squall.scope import ScopeConfig, batch_outlinks, check, check_link
+from squall.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
 from squall.traps import TrapConfig
 from squall.urls import CanonicalCache, NormalizerConfig
 
@@ -280,7 +280,7 @@ CANON = CanonicalCache(NormalizerConfig())
 def batch(links: list[str], depth: int = 1, config: ScopeConfig = OPEN,
           page: str = "https://a.example/") -> list[StatusMessage]:
     return batch_outlinks(links, page_url=page, depth=depth, metadata={"k": ["v"]}, canonical=CANON,
-                          mode="byHost", config=config)
+                          mode="byHost", judge=LinkJudge(config))
 
 
 def test_outlinks_go_out_as_one_message_per_partition_key_in_order_of_first_appearance():
@@ -315,3 +315,13 @@ def test_a_page_without_crawlable_links_sends_nothing():
 def test_batches_survive_the_status_topic_encoding():
     for msg in batch(["https://a.example/1", "https://a.example/2", "https://a.example/x/x/x/x"]):
         assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+
+
+@pytest.mark.parametrize("url", [
+    "https://example.com/a", "ftp://example.com/", "https://example.com/x/x/x/x", "https://example.com/q?a&b&c&d",
+    "https:///a",
+])
+def test_the_link_judge_gives_check_links_answer_at_every_depth_from_one_memoized_verdict(url):
+    judge = LinkJudge(OPEN)
+    for depth in (0, 10, 11, 3, 12):
+        assert judge(url, depth) is check_link(url, depth=depth, config=OPEN)
