@@ -45,6 +45,7 @@ from pathlib import Path
 
 from agents import parser
 from agents.common import deadletter, load_host
+from agents.render import render_step
 from agents.robots import RobotsService
 from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
@@ -369,13 +370,15 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     outcome = classify_http(result.status, url=msg.url, location=result.location,
                             retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
                             max_redirects=MAX_REDIRECTS, normalizer=NORMALIZER)
-    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
-                           retry_until_s=outcome.retry_after_s)
-    pace = turn.end(event_ended)  # the delay runs from the end of the request
     await asyncio.to_thread(runtime.warc.write_fetch, msg.url, request_headers=result.request_headers,
                             status=result.status, reason="", response_headers=result.headers, body=result.body,
                             ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
                             http_version=result.http_version)
+    if outcome.parse:  # a JavaScript page is rendered inside this turn (issue 12): it counts as a fetch of its host
+        result = await render_step(msg, result, runtime)
+    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
+                           retry_until_s=outcome.retry_after_s)
+    pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
     # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
     parsed = await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) \
         if outcome.parse else None

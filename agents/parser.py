@@ -37,8 +37,9 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     The recorded metadata (``parse.*`` keys, kept when ``metadata.persist``
     names them — the default) says ``parse.noindex`` / ``parse.nofollow``
     (meta robots or X-Robots-Tag), ``parse.canonical`` (rel=canonical),
-    ``parse.title`` and ``parse.charset``. Content types outside
-    ``parser.mimetypes`` are not parsed (they are still archived). A URL
+    ``parse.title`` and ``parse.charset``; a page that went through the
+    browser also ``parse.render*`` (:meth:`squall.render_policy.RenderOutcome.metadata`).
+    Content types outside ``parser.mimetypes`` are not parsed (they are still archived). A URL
     marked ``isSitemap=true`` is read as a sitemap instead
     (:func:`agents.sitemaps.parse_sitemap`), whatever its content type.
     """
@@ -48,6 +49,8 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
         return {}, []
     parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
     recorded = {"parse.charset": [parsed.charset]}
+    if result.render is not None:
+        recorded.update(result.render.metadata())
     if parsed.noindex:
         recorded["parse.noindex"] = ["true"]
     if parsed.nofollow:

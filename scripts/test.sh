@@ -11,6 +11,7 @@
 #      ${SQUALL_TEST_BOOTSTRAP:-127.0.0.1:19092} (a broker on 9092 is never
 #      touched), started empty and always stopped and wiped on exit if this
 #      script started it.
+# Chromium for the render tests: scripts/install-browser.sh (apt-get as root).
 # Exit status: pytest's; "no tests collected" (pytest exit 5) is a failure too.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,6 +21,9 @@ if [ ! -x "$PY" ]; then
     echo "test: $PY not found; run 'make venv' first" >&2
     exit 2
 fi
+
+# The render tests need a system Chromium (installed here when running as root, e.g. by .ci/run).
+scripts/install-browser.sh || echo "test: could not install chromium; the render tests will fail" >&2
 
 started=""
 cleanup() {

@@ -18,6 +18,7 @@ rules that relate keys to each other, with their sources:
   ahead, so that check protects nothing and is gone.
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
 * ``sitemap.*`` ranges (:meth:`squall.sitemaps.SitemapConfig.from_settings`).
+* ``render.*``: :meth:`squall.render_policy.RenderConfig.from_settings` (ranges, resource type names).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def validate(values: Mapping[str, Any]) -> None:
     from squall.sitemaps import SitemapConfig
 
     SitemapConfig.from_settings(values)  # raises ConfigError naming a sitemap.* key out of range
+    from squall.render_policy import RenderConfig  # here: settings loading must not import the parser eagerly
+
+    RenderConfig.from_settings(values)
 
 
 def _validate_robots_pacing(values: Mapping[str, Any]) -> None:

@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
+    ├── BrowserMissing         no Chromium executable to render pages with
     └── FetchError             a fetch that failed (carries a FetchFailure reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
@@ -45,6 +46,10 @@ class MessageError(SquallError):
 
 class KafkaSetupError(SquallError):
     """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class BrowserMissing(SquallError):
+    """No Chromium executable was found (``render.browser.path``, PATH); the message says how to install one."""
 
 
 class FetchError(SquallError):

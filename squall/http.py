@@ -45,7 +45,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 import aiohttp
@@ -60,6 +60,9 @@ from squall.records import Reason
 from squall.settings import Settings
 
 from squall.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from squall.render_policy import RenderOutcome
 
 _READ_CHUNK = 64 * 1024  # bytes asked of the stream per read; aiohttp's own buffer size
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
@@ -128,7 +131,9 @@ class FetchResult:
     connected to. ``started_at_s`` / ``ended_at_s``: Unix time before the
     request and after the body. ``request_headers``: the headers sent.
     ``http_version``: the status line's protocol, e.g. ``"HTTP/1.1"`` (the
-    form :meth:`squall.warc.WarcWriter.write_fetch` takes).
+    form :meth:`squall.warc.WarcWriter.write_fetch` takes). ``render``: set
+    by the render step (:mod:`agents.render`) when the page went through a
+    browser; ``body`` is then the rendered DOM when the render succeeded.
     """
 
     url: str
@@ -141,6 +146,7 @@ class FetchResult:
     ended_at_s: float
     request_headers: list[tuple[str, str]]
     http_version: str
+    render: "RenderOutcome | None" = None
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or None if absent."""

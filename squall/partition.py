@@ -38,7 +38,7 @@ def registered_domain(host: str) -> str:
     ``intranet.corp``) or a bare public suffix keeps the host itself.
     """
     host = host.lower().rstrip(".")
-    if _is_ip(host):
+    if is_ip_literal(host):
         return host
     return _extractor()(host).top_domain_under_public_suffix or host
 
@@ -46,13 +46,14 @@ def registered_domain(host: str) -> str:
 def is_public_suffix(name: str) -> bool:
     """True when ``name`` is itself a public suffix (``com``, ``co.uk``), not a domain below one."""
     name = name.lower().rstrip(".")
-    if not name or _is_ip(name):
+    if not name or is_ip_literal(name):
         return False
     result = _extractor()(name)
     return result.suffix == name and not result.domain
 
 
-def _is_ip(host: str) -> bool:
+def is_ip_literal(host: str) -> bool:
+    """True when ``host`` is an IPv4 or IPv6 address (brackets allowed), not a name."""
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:

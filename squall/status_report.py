@@ -36,6 +36,9 @@ class Report:
     lag: dict[str, int] = field(default_factory=dict)
     deadletters: int = 0
     robots_truncated: list[str] = field(default_factory=list)   # origins whose robots.txt was cut at the limit
+    rendered: int = 0
+    render_failures: Counter = field(default_factory=Counter)
+    render_refused: Counter = field(default_factory=Counter)
 
     @property
     def idle(self) -> bool:
@@ -47,7 +50,9 @@ class Report:
                 "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
                 "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
                 "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
-                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated}
+                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated,
+                "render": {"rendered": self.rendered, "failures": dict(self.render_failures),
+                           "refused": dict(self.render_refused)}}
 
     def to_text(self) -> str:
         lines = [f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
@@ -55,6 +60,12 @@ class Report:
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
         if self.reasons:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
+        if self.rendered or self.render_failures:
+            failures = ", ".join(f"{r}={n}" for r, n in self.render_failures.most_common()) or "none"
+            lines.append(f"rendered: {self.rendered}   render failures: {failures}")
+            if self.render_refused:
+                lines.append("browser requests refused: "
+                             + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common()))
         if self.rejected:
             lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
         if self.robots_truncated:
@@ -82,11 +93,29 @@ def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapp
         nxt = rec.get("next_fetch_at_s")
         if status in (Status.DISCOVERED.value, Status.FETCH_ERROR.value) and nxt is not None and nxt <= now_s:
             report.due_now += 1
+        _count_render(report, rec.get("metadata") or {})
     for host in hosts.values():
         report.in_flight += len(host.get("in_flight") or {})
         for reason, n in (host.get("rejected") or {}).items():
             report.rejected[reason] += n
     return report
+
+
+def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
+    """Add one page's ``parse.render*`` metadata (squall.render_policy) to the render counts."""
+    from squall.render_policy import REFUSED_KEY, RENDER_KEY
+
+    render = metadata.get(RENDER_KEY) or []
+    if not render:
+        return
+    if render[0] == "rendered":
+        report.rendered += 1
+    else:
+        report.render_failures[render[1] if len(render) > 1 else "render.error"] += 1
+    for item in metadata.get(REFUSED_KEY) or []:
+        reason, _, n = str(item).rpartition("=")
+        if reason and n.isdigit():
+            report.render_refused[reason] += int(n)
 
 
 async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:

@@ -62,7 +62,7 @@ from squall.parse import parse_html
 
 __all__ = [
     "Page", "RobotsSpec", "HostSpec", "SiteSpec", "RecordingServer", "PageHandler",
-    "generated_site", "directory_site", "url", "PORT",
+    "generated_site", "directory_site", "spa_host", "spa_shell", "SPA_APP_JS", "url", "PORT",
 ]
 
 PORT = "{port}"  # placeholder replaced by the server's port in links, locations, robots text, str bodies
@@ -254,6 +254,47 @@ def generated_site(hosts: list[str], pages_per_host: int, *, disallow: str | Non
                   else RobotsSpec(text="User-agent: *\nAllow: /\n"))
         spec.hosts[ip] = HostSpec(pages=pages, robots=robots)
     return spec
+
+
+# The script of spa_host's pages: fetches /api<path>.json (a JSON list of hrefs) and adds them as <a> links.
+SPA_APP_JS = """(function () {
+  var path = location.pathname === "/" ? "/index" : location.pathname;
+  fetch("/api" + path + ".json").then(function (r) { return r.json(); }).then(function (hrefs) {
+    var root = document.getElementById("root");
+    var list = document.createElement("ul");
+    hrefs.forEach(function (h) {
+      var li = document.createElement("li"), a = document.createElement("a");
+      a.href = h; a.textContent = h; li.appendChild(a); list.appendChild(li);
+    });
+    root.appendChild(list);
+  });
+})();
+"""
+
+
+def spa_shell(title: str, script: str = "") -> Page:
+    """An application shell: an empty ``#root``, ``/app.js`` and an optional inline ``script`` ({port} allowed)."""
+    inline = f"<script>{script}</script>" if script else ""
+    return Page(body=(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
+                      f'<body><div id="root"></div><script src="/app.js"></script>{inline}</body></html>'))
+
+
+def spa_host(links: dict[str, list[str]], *, scripts: dict[str, str] | None = None,
+             robots: RobotsSpec | None = None, extra: dict[str, Page | PageHandler] | None = None) -> HostSpec:
+    """A single-page application: each path of ``links`` is a :func:`spa_shell` whose links exist only
+    after ``/app.js`` ran (it fetches them from ``/api<path>.json``; ``/`` uses ``/api/index.json``).
+
+    ``scripts``: path → inline script added to that page. ``extra``: more
+    pages (e.g. what a script fetches). A crawler that does not run scripts
+    finds no link on any page.
+    """
+    pages: dict[str, Page | PageHandler] = {"/app.js": Page(body=SPA_APP_JS, content_type="application/javascript")}
+    for path, hrefs in links.items():
+        pages[path] = spa_shell(f"spa {path}", (scripts or {}).get(path, ""))
+        api = "/api" + ("/index" if path == "/" else path) + ".json"
+        pages[api] = Page(body=json.dumps(hrefs), content_type="application/json")
+    pages.update(extra or {})
+    return HostSpec(pages=pages, robots=robots or RobotsSpec(text="User-agent: *\nAllow: /\n"))
 
 
 def directory_site(root: Path, host: str) -> SiteSpec:

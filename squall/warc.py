@@ -1,5 +1,10 @@
 """WARC output: one gzip WARC file at a time, a request and a response record per fetch.
 
+A rendered page (:mod:`agents.render`) adds a ``conversion`` record (WARC 1.1
+§6.8: another version of a record's content made by an archival process)
+holding the rendered DOM, whose ``WARC-Refers-To`` is the ``WARC-Record-ID``
+of the page's response record (:meth:`WarcWriter.write_conversion`).
+
 Files are named ``<prefix>-<UTC yyyymmddHHMMSS>-<serial, 5 digits>.warc.gz``
 (the timestamp is when the file was opened; the serial counts files of this
 writer from 00000 and is bumped past any name that already exists). Each file
@@ -23,6 +28,7 @@ import io
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timezone
 from http import HTTPStatus
@@ -40,6 +46,8 @@ ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
 _WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
 _SOFTWARE = "squall/0.1 (warcio)"
+# Response record IDs remembered for write_conversion, newest last (a render follows its fetch within seconds).
+_RECENT_RESPONSES = 4096
 
 
 class WarcWriter:
@@ -73,6 +81,7 @@ class WarcWriter:
         self._writer: WARCWriter | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     # ------------------------------------------------------------------ public API
 
@@ -113,9 +122,7 @@ class WarcWriter:
             OSError: the file could not be created or written.
         """
         with self._lock:
-            if self._closed:
-                raise ValueError("WarcWriter is closed")
-            writer, path = self._open_if_needed()
+            writer, path = self._writable()
             date = _warc_date(fetched_at_s, micros=self.warc_version == "1.1")
             req_id = writer._make_warc_id()
             resp_id = writer._make_warc_id()
@@ -148,10 +155,40 @@ class WarcWriter:
             )
             writer.write_record(response)
             writer.write_record(request)
-            assert self._file is not None
-            self._file.flush()
-            if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
-                self._close_file()
+            self._responses[(url, date)] = resp_id
+            while len(self._responses) > _RECENT_RESPONSES:
+                self._responses.popitem(last=False)
+            self._flush_and_rotate()
+            return path
+
+    def write_conversion(self, url: str, *, body: bytes, content_type: str, fetched_at_s: float,
+                         converted_at_s: float) -> Path:
+        """Write a ``conversion`` record of ``url`` (e.g. the rendered DOM); return the file written to.
+
+        ``fetched_at_s`` is the ``fetched_at_s`` given to :meth:`write_fetch`
+        for the response it was made from: its record ID becomes
+        ``WARC-Refers-To`` (when this writer wrote it among its last
+        4096 responses; always ``WARC-Refers-To-Target-URI`` and
+        ``WARC-Refers-To-Date``). ``converted_at_s`` is the ``WARC-Date``.
+
+        Raises:
+            ValueError: the writer was closed.
+            OSError: the file could not be created or written.
+        """
+        with self._lock:
+            writer, path = self._writable()
+            micros = self.warc_version == "1.1"
+            refers_date = _warc_date(fetched_at_s, micros=micros)
+            headers = {"WARC-Date": _warc_date(converted_at_s, micros=micros),
+                       "WARC-Refers-To-Target-URI": url, "WARC-Refers-To-Date": refers_date,
+                       "Content-Type": _clean(content_type)}
+            refers_to = self._responses.get((url, refers_date))
+            if refers_to:
+                headers["WARC-Refers-To"] = refers_to
+            record = writer.create_warc_record(url, "conversion", payload=io.BytesIO(body), length=len(body),
+                                               warc_headers_dict=headers, warc_content_type=_clean(content_type))
+            writer.write_record(record)
+            self._flush_and_rotate()
             return path
 
     def close(self) -> None:
@@ -168,6 +205,19 @@ class WarcWriter:
         self.close()
 
     # ------------------------------------------------------------------ files
+
+    def _writable(self) -> tuple[WARCWriter, Path]:
+        """The open writer and its file (opened now if needed); ValueError once closed. Lock held."""
+        if self._closed:
+            raise ValueError("WarcWriter is closed")
+        return self._open_if_needed()
+
+    def _flush_and_rotate(self) -> None:
+        """Flush the records just written; close the file once it reached ``max_size_bytes``. Lock held."""
+        assert self._file is not None
+        self._file.flush()
+        if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
+            self._close_file()
 
     def _open_if_needed(self) -> tuple[WARCWriter, Path]:
         if self._file is not None and self._writer is not None:

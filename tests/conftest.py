@@ -54,3 +54,15 @@ def kafka_bootstrap() -> Iterator[str]:
     finally:
         if started:
             kafka_local.down(TEST_BOOTSTRAP, wipe=True)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """The system Chromium (squall.browser.find_chromium); a test needing it FAILS with one line without it."""
+    from squall.browser import find_chromium
+    from squall.errors import BrowserMissing
+
+    try:
+        return find_chromium(os.environ.get("SQUALL_TEST_CHROMIUM", ""))
+    except BrowserMissing as exc:
+        pytest.fail(f"render tests need Chromium: {exc}", pytrace=False)

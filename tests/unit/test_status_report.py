@@ -118,3 +118,19 @@ def test_robots_txt_cut_at_the_content_limit_is_counted_per_origin():
 def test_without_truncated_robots_txt_the_text_has_no_robots_line():
     assert "robots.txt cut" not in build_report(URLS, HOSTS, NOW).to_text()
     assert build_report(URLS, HOSTS, NOW).to_json()["robots_truncated"] == 0
+def test_rendered_pages_render_failures_and_refused_browser_requests_are_counted():
+    def page(n: int, render: list[str], refused: list[str]) -> dict:
+        return UrlRecord(url=f"https://s.example/{n}", key="s.example", status=Status.FETCHED, next_fetch_at_s=None,
+                         metadata={"parse.render": render, "parse.render.refused": refused}).to_dict()
+
+    urls = {"1": page(1, ["rendered"], ["other_site=2", "robots.denied=1"]),
+            "2": page(2, ["rendered"], []),
+            "3": page(3, ["failed", "render.timeout"], ["budget=1"]),
+            "4": page(4, ["failed", "render.budget"], ["other_site=1"]),
+            "5": rec("https://s.example/5", "s.example", Status.FETCHED, None)}  # not rendered
+    report = build_report(urls, {}, NOW)
+    assert report.rendered == 2
+    assert report.render_failures == {"render.timeout": 1, "render.budget": 1}
+    assert report.render_refused == {"other_site": 3, "robots.denied": 1, "budget": 1}
+    assert json.loads(json.dumps(report.to_json()))["render"]["rendered"] == 2
+    assert "rendered: 2   render failures: render.timeout=1, render.budget=1" in report.to_text()

@@ -186,3 +186,31 @@ def test_writing_after_close_raises_and_close_is_idempotent(tmp_path):
 def test_a_bad_warc_version_is_refused(tmp_path):
     with pytest.raises(ValueError):
         WarcWriter(tmp_path, "crawl", 1, warc_version="2.0")
+
+
+def test_a_rendered_dom_is_a_conversion_record_referring_to_its_response_record(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 0, clock=lambda: FIXED_NOW_S) as writer:
+        fetch(writer)
+        fetch(writer, url="http://127.0.0.2:8080/other")
+        path = writer.write_conversion("http://127.0.0.2:8080/a?x=1", body=b"<html>rendered</html>",
+                                       content_type="text/html; charset=utf-8", fetched_at_s=FIXED_NOW_S,
+                                       converted_at_s=FIXED_NOW_S + 2)
+    recs = records(path)
+    response = next(h for t, h, _, _ in recs if t == "response" and h.get_header("WARC-Target-URI").endswith("x=1"))
+    kind, headers, _, body = recs[-1]
+    assert (kind, body) == ("conversion", b"<html>rendered</html>")
+    assert headers.get_header("WARC-Refers-To") == response.get_header("WARC-Record-ID")
+    assert headers.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.2:8080/a?x=1"
+    assert headers.get_header("WARC-Refers-To-Date") == response.get_header("WARC-Date")
+    assert headers.get_header("Content-Type") == "text/html; charset=utf-8"
+    assert headers.get_header("WARC-Date") == "2023-11-14T22:13:22.250000Z"
+    subprocess.run([str(WARCIO), "check", str(path)], check=True, capture_output=True)
+
+
+def test_a_conversion_of_an_unknown_response_still_names_its_target_uri_and_date(tmp_path):
+    with WarcWriter(tmp_path, "crawl", 0, clock=lambda: FIXED_NOW_S) as writer:
+        path = writer.write_conversion("http://127.0.0.2:8080/gone", body=b"<html></html>", content_type="text/html",
+                                       fetched_at_s=FIXED_NOW_S, converted_at_s=FIXED_NOW_S)
+    _, headers, _, _ = records(path)[-1]
+    assert headers.get_header("WARC-Refers-To") is None
+    assert headers.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.2:8080/gone"

@@ -1,0 +1,119 @@
+"""Render step of the fetcher (issue 12, seed 002 refinement 6e): JS-only pages through headless Chromium.
+
+Called once per fetched page inside the fetch turn of its host, after the raw
+fetch and its WARC records and before the turn ends, so the host's next fetch
+waits its delay after the render's last request (ARCHITECTURE.md invariant 2:
+a render counts as a fetch of its host)::
+
+    result = await render_step(msg, result, runtime)
+
+Returns ``result`` unchanged unless the page is rendered
+(:func:`squall.render_policy.should_render`); then a copy whose ``render``
+says what happened and whose body is the rendered DOM (UTF-8,
+``Content-Type: text/html; charset=utf-8``) when the render succeeded — the
+parser takes its links from it; after a failure the raw body stays and the
+parser records the reason. The DOM is archived as a WARC ``conversion``
+record referring to the response.
+
+The browser's requests are judged by :func:`squall.render_policy.judge_request`
+with squall's robots cache (:class:`agents.robots.RobotsService`, never a new
+robots.txt fetch) and fetched by the fetcher's :class:`squall.http.HttpFetcher`.
+With ``render.enabled`` and no Chromium, importing this module stops the
+worker with one line naming ``render.browser.path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from squall.browser import find_chromium
+from squall.errors import BrowserMissing
+from squall.http import FetchResult
+from squall.netsafety import NetworkPolicy
+from squall.parse import is_parseable, parse_html
+from squall.records import FetchMessage
+from squall.render import BrowserPool
+from squall.render_policy import (RenderConfig, RobotsAnswer, SubRequest, judge_request, shell_signals,
+                                  should_render)
+from squall.robots_policy import product_token
+from squall.urls import host_of, origin_of
+from topology import settings
+
+log = logging.getLogger("squall.render")
+CONFIG = RenderConfig.from_settings(settings)
+MODE = settings["partition.url.mode"]
+NETWORK = NetworkPolicy.from_settings(settings)
+MIMETYPES = tuple(settings["parser.mimetypes"])
+AGENT_TOKEN = product_token(settings["http.agent.name"])
+CONTENT_LIMIT: int = settings["http.content.limit"]
+RENDERED_TYPE = "text/html; charset=utf-8"
+
+CHROMIUM = None
+if CONFIG.enabled:
+    try:
+        CHROMIUM = find_chromium(CONFIG.browser_path)
+    except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
+        raise SystemExit(f"squall: configuration error: render.browser.path: render.enabled is true but {exc}") from None
+
+_pool: BrowserPool | None = None
+
+
+def pool() -> BrowserPool:
+    """The worker's browser pool (created on first use, in the worker's event loop)."""
+    global _pool
+    if _pool is None:
+        _pool = BrowserPool(CONFIG, CHROMIUM, user_agent=settings.user_agent)
+    return _pool
+
+
+async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> FetchResult:
+    """Render the page of ``result`` when it needs a browser (see the module docstring); never raises.
+
+    ``runtime``: the fetcher's :class:`agents.fetcher.FetcherRuntime` (its
+    ``http``, ``robots`` and ``warc``).
+    """
+    if not CONFIG.enabled or not 200 <= result.status < 300 or not is_parseable(result.content_type, MIMETYPES):
+        return result
+    try:
+        parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
+        decision = should_render(CONFIG, host_of(msg.url), shell_signals(result.body, parsed))
+        if not decision.render:
+            return result
+        return await _render(msg, result, runtime, decision.why)
+    except Exception:  # a bug here must not cost the page: keep the raw answer
+        log.exception("squall: render step of %s failed", msg.url)
+        return result
+
+
+async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str) -> FetchResult:
+    def robots(url: str) -> RobotsAnswer:
+        known = runtime.robots.cached(origin_of(url))
+        if known is None or not known[0].is_fresh(time.time()) or known[0].blocks_origin:
+            # unknown, stale or unreachable robots.txt: refused, never fetched outside the host's pace
+            return RobotsAnswer.DENIED if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
+        return RobotsAnswer.ALLOWED if known[1].allowed(url) else RobotsAnswer.DENIED
+
+    def judge(request: SubRequest, sent: int):  # noqa: ANN202
+        return judge_request(request, page_url=msg.url, config=CONFIG, mode=MODE, network=NETWORK,
+                             robots=robots, sent=sent)
+
+    outcome = await pool().render(msg.url, result, fetch=lambda url, headers: runtime.http.fetch(url, headers=headers),
+                                  judge=judge)
+    log.info("squall: rendered %s (%s): %s, %d requests, %d cached, refused %s, %.2f s", msg.url, why,
+             outcome.failure.value if outcome.failure else "ok", outcome.sent, outcome.cached, dict(outcome.refused),
+             outcome.elapsed_s)
+    ended = time.time()  # the host's delay counts from here (the signal's at_s), not from the raw fetch
+    if outcome.html is None:
+        return replace(result, render=outcome, ended_at_s=ended)
+    body = outcome.html.encode("utf-8")
+    if CONTENT_LIMIT >= 0:
+        body = body[:CONTENT_LIMIT]
+    if runtime.warc is not None:
+        await asyncio.to_thread(runtime.warc.write_conversion, msg.url, body=body, content_type=RENDERED_TYPE,
+                                fetched_at_s=result.started_at_s, converted_at_s=ended)
+    headers = [(k, v) for k, v in result.headers if k.lower() != "content-type"] + [("Content-Type", RENDERED_TYPE)]
+    return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended)
