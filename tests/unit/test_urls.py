@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import threading
 
 import pytest
 
@@ -352,22 +351,3 @@ def test_a_canonical_cache_needs_room_for_two_entries():
     with pytest.raises(ValueError):
         CanonicalCache(NormalizerConfig(), max_entries=1)
 
-
-def test_the_canonical_cache_can_be_shared_by_threads():
-    cache = CanonicalCache(NormalizerConfig(), max_entries=8)
-    errors: list[BaseException] = []
-
-    def work(n: int) -> None:
-        try:
-            for i in range(2000):
-                url = f"http://Example.com/{(i * 7 + n) % 50}"
-                assert cache(url) == url.replace("Example", "example")
-        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [] and len(cache) <= 8
