@@ -58,7 +58,6 @@ from squall.outcome import classify_failure, classify_http
 from squall.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
 from squall.partition import partition_for_key, partition_key
 from squall.records import FetchMessage, SignalKind, StatusMessage
-from squall.robots_policy import effective_crawl_delay
 from squall.urls import NormalizerConfig, origin_of
 from squall.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
@@ -118,6 +117,8 @@ class FetcherRuntime:
     recent: OrderedDict[str, None] = field(default_factory=OrderedDict)
     warc: WarcWriter | None = None
     free_slots: int = THREADS
+    # hand-outs of an earlier owner fetched here: each is a repeat if that owner had fetched it before dying
+    takeover_fetches: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     pending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_PENDING))
 
@@ -340,15 +341,9 @@ async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
         pace = turn.end(event_ended)
         return fd.report(msg, classify_failure(exc.reason), None, event_ended.at_s, pace, None, None), event_ended, pace
-    turn.end(_robots_ended(f"robots:{fd.fetch_id(msg)}", rules))
+    turn.end(fd.robots_ended(f"robots:{fd.fetch_id(msg)}", rules, time.time(), CONFIG))
     await emit_robots_sitemaps(origin, entry, msg.key)  # its Sitemap: lines enter as DISCOVERED (marked)
     return None
-
-
-def _robots_ended(fid: str, rules) -> FetchEnded:  # noqa: ANN001 (RobotsRules)
-    """A robots.txt request ended: its own Crawl-delay already spaces the next request (never resets a back-off)."""
-    decision = effective_crawl_delay(rules.crawl_delay_s, CONFIG.robots)
-    return FetchEnded(fetch_id=fid, kind=SignalKind.OTHER, at_s=time.time(), crawl_delay_s=decision.delay_s)
 
 
 async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  # noqa: ANN001
@@ -358,6 +353,11 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     if isinstance(decision, fd.Skip):
         status, event_ended = fd.skipped(msg, decision, now)
         return [status], event_ended, turn.end(event_ended)
+    if msg.handed_out_at_s is not None and msg.handed_out_at_s < state.assigned_at.get(
+            partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s):
+        runtime.takeover_fetches += 1
+        log.info("squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
+                 "take-over; %d so far)", msg.url, runtime.takeover_fetches)
     await _token(msg.key)
     assert runtime.http is not None and runtime.warc is not None
     try:
@@ -400,7 +400,7 @@ async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001
             return  # the host is blocked: refresh later
         try:
             entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
-            turn.end(_robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules))
+            turn.end(fd.robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules, time.time(), CONFIG))
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))
         await emit_robots_sitemaps(origin, entry, key)  # its Sitemap: lines enter as DISCOVERED (marked)

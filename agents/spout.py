@@ -44,10 +44,10 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     if index is None:
         return []
     out: list[FetchMessage] = []
-    for key, urls in index.pop_due(now_s, min(PER_BUCKET, AHEAD)):
+    for key, urls in index.pop_due(now_s, PER_BUCKET):
         host = load_host(key)
         records = [r for r in (_record(u) for u in urls) if r is not None and r.next_fetch_at_s is not None]
-        places = AHEAD - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
+        places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
         eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
         due = [r for r in records if r.next_fetch_at_s <= now_s][:max(0, places)] if eligible_at <= now_s else []
         for r in records:

@@ -52,12 +52,16 @@ class FetchConfig:
             for a block that ends later than this is handed back.
         robots_retry_s: ``http.robots.retry.base.secs``: when an unreachable
             robots.txt gives no retry time, its URLs wait this long.
+        max_wait_s: half of ``frontier.inflight.timeout.secs``: a URL that
+            would wait longer at the fetcher is handed back (else the frontier
+            would hand it out again while it waits).
     """
 
     robots: RobotsConfig
     pace: PaceConfig
     lead_s: float
     robots_retry_s: float
+    max_wait_s: float = 300.0
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "FetchConfig":
@@ -68,7 +72,8 @@ class FetchConfig:
         """
         return cls(robots=RobotsConfig.from_settings(settings), pace=PaceConfig.from_settings(settings),
                    lead_s=float(settings["frontier.handout.lead.secs"]),
-                   robots_retry_s=float(settings["http.robots.retry.base.secs"]))
+                   robots_retry_s=float(settings["http.robots.retry.base.secs"]),
+                   max_wait_s=float(settings["frontier.inflight.timeout.secs"]) / 2)
 
 
 @dataclass(frozen=True)
@@ -121,11 +126,12 @@ def hand_back_until(pace: PaceState, now_s: float, config: FetchConfig) -> float
     """When URLs waiting at the fetcher for this queue should be handed back to the frontier.
 
     Returns:
-        The block's end (Unix s) when a Retry-After or back-off block ends more
-        than ``lead_s`` from now (holding the URLs that long would only hide
-        them from the frontier and risk the in-flight timeout); else None.
+        The queue's earliest start (Unix s) when a Retry-After or back-off
+        block ends more than ``lead_s`` from now, or the start is more than
+        ``max_wait_s`` away (holding the URLs that long would only hide them
+        from the frontier and risk the in-flight timeout); else None.
     """
-    if pace.blocked_until_s - now_s > config.lead_s:
+    if pace.blocked_until_s - now_s > config.lead_s or pace.ready_at_s - now_s > config.max_wait_s:
         return pace.ready_at_s
     return None
 
@@ -137,6 +143,16 @@ def ended(msg: FetchMessage, kind: SignalKind, at_s: float, *, requested: bool, 
                       crawl_delay_s=go.crawl_delay_s if go is not None else None,
                       retry_until_s=retry_until_s if kind is SignalKind.RETRY_AFTER else None,
                       forwarded_crawl_delay_s=go.forward_s if go is not None else None)
+
+
+def robots_ended(fid: str, rules: RobotsRules, at_s: float, config: FetchConfig) -> FetchEnded:
+    """The pace event of a robots.txt request: the Crawl-delay it just taught spaces the next request.
+
+    Its kind is OTHER whatever the answer: a robots.txt never resets nor
+    extends a back-off (its own unavailability is handled by the robots retry).
+    """
+    decision = effective_crawl_delay(rules.crawl_delay_s, config.robots)
+    return FetchEnded(fetch_id=fid, kind=SignalKind.OTHER, at_s=at_s, crawl_delay_s=decision.delay_s)
 
 
 def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessage:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -93,6 +94,10 @@ class HostRecord:
         """The hand-outs not yet reported and not timed out (URL → hand-out time)."""
         return {u: t for u, t in self.in_flight.items() if now_s - t < inflight_timeout_s}
 
+    def places(self, ahead: int, lead_s: float) -> int:
+        """How many URLs of this host may be out at once: see :func:`handout_places`."""
+        return handout_places(self.delay_s, ahead, lead_s)
+
     def eligible_at_s(self, inflight_timeout_s: float, now_s: float, ahead: int = 1, lead_s: float = 0.0) -> float:
         """When the host may get its next hand-out (Unix s).
 
@@ -101,20 +106,21 @@ class HostRecord:
                 with no result after this long no longer holds the host (its
                 result was lost; it is handed out again).
             now_s: current time (Unix s).
-            ahead: ``frontier.handout.ahead``, hand-outs of the host that may
-                be out at once (fetching or waiting their turn at the fetcher,
-                whose queue paces them).
+            ahead: ``frontier.handout.ahead``, the most hand-outs of the host
+                out at once (fetching or waiting their turn at the fetcher,
+                whose queue paces them); see :meth:`places`.
             lead_s: ``frontier.handout.lead.secs``, how long before the host's
                 earliest start (delay, Retry-After, back-off) a hand-out may
                 leave, so the Kafka round trip is hidden inside the delay
                 (ARCHITECTURE.md invariant 6).
 
         Returns:
-            max(time the host has fewer than ``ahead`` live hand-outs,
+            max(time the host has fewer live hand-outs than its places,
             earliest start per the pace − ``lead_s``).
         """
+        places = self.places(ahead, lead_s)
         live = sorted(self.live_in_flight(inflight_timeout_s, now_s).values(), reverse=True)
-        held_until = live[ahead - 1] + inflight_timeout_s if len(live) >= ahead else 0.0
+        held_until = live[places - 1] + inflight_timeout_s if len(live) >= places else 0.0
         return max(held_until, max(self.next_fetch_at_s, self.blocked_until_s) - lead_s)
 
     def with_rejection(self, reason: str) -> "HostRecord":
@@ -126,6 +132,23 @@ class HostRecord:
         in_flight = dict(self.in_flight)
         in_flight.update({u: now_s for u in urls})
         return replace(self, in_flight=in_flight)
+
+
+def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:
+    """URLs of one queue that may be out at once (ARCHITECTURE.md invariant 6).
+
+    One is being fetched; enough more wait at the fetcher to cover the
+    hand-out round trip (``lead_s``: result → signal → tick → fetch) at the
+    queue's delay ``delay_s`` (s): ``1 + ceil(lead_s / delay_s)``, at least 1
+    and at most ``ahead`` (``frontier.handout.ahead``). A 1 s host with a
+    0.5 s lead gets 2 places; a 0.05 s host gets ``ahead``; a host whose
+    delay is not known yet (``delay_s`` 0: nothing reported) gets 2.
+    """
+    if ahead <= 1:
+        return 1
+    if delay_s <= 0:
+        return 2  # no fetch reported yet (delay unknown), or no delay at all: one fetching, one waiting
+    return max(1, min(ahead, 1 + math.ceil(lead_s / delay_s)))
 
 
 class DueIndex:

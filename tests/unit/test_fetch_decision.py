@@ -21,7 +21,7 @@ SETTINGS = load_settings()
 ROBOTS = RobotsConfig.from_settings(SETTINGS)
 PACE = PaceConfig(server_delay_s=1.0, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,
                   backoff=BackoffConfig(1.0, 60.0, 3600.0), crawl=CrawlDelayConfig(False, 86400, 1800.0))
-CONFIG = FetchConfig(robots=ROBOTS, pace=PACE, lead_s=5.0, robots_retry_s=60.0)
+CONFIG = FetchConfig(robots=ROBOTS, pace=PACE, lead_s=5.0, robots_retry_s=60.0, max_wait_s=300.0)
 MSG = FetchMessage(url="https://example.com/a", key="example.com", depth=1, metadata={"k": ["v"]},
                    handed_out_at_s=NOW - 1, chain=["https://example.com/old"])
 
@@ -119,8 +119,9 @@ def test_urls_waiting_at_the_fetcher_are_handed_back_only_for_a_block_beyond_the
         assert until == NOW + blocked_for_s
 
 
-def test_a_long_delay_alone_never_hands_urls_back():
+def test_a_delay_alone_hands_urls_back_only_when_it_outlasts_half_the_in_flight_timeout():
     assert hand_back_until(PaceState(next_fetch_at_s=NOW + 30, delay_s=30.0), NOW, CONFIG) is None
+    assert hand_back_until(PaceState(next_fetch_at_s=NOW + 301, delay_s=301.0), NOW, CONFIG) == NOW + 301
 
 
 # ---------------------------------------------------------------- after a fetch
@@ -185,6 +186,16 @@ def test_a_transport_failure_reports_no_validators():
     assert (own.status, own.reason, own.etag, own.truncated) == (Status.FETCH_ERROR, "fetch.timeout", None, False)
 
 
+def test_a_robots_request_paces_the_next_one_with_the_crawl_delay_it_taught_and_never_resets_a_back_off():
+    from squall.fetch_decision import robots_ended
+
+    _entry, rules = robots("User-agent: *\nCrawl-delay: 3\n")
+    event = robots_ended("r1", rules, NOW, CONFIG)
+    assert (event.kind, event.requested, event.crawl_delay_s) == (SignalKind.OTHER, True, 3.0)
+    blocked = after_fetch(None, ended(MSG, SignalKind.RETRY_AFTER, NOW, requested=True, retry_until_s=NOW + 99), PACE)
+    assert after_fetch(blocked, replace(event, at_s=NOW + 1), PACE).blocked_until_s == NOW + 99
+
+
 def test_the_config_reads_the_defaults_file():
     config = FetchConfig.from_settings(SETTINGS)
-    assert (config.lead_s, config.robots_retry_s) == (5.0, 60.0)
+    assert (config.lead_s, config.robots_retry_s, config.max_wait_s) == (0.5, 60.0, 300.0)

@@ -91,7 +91,7 @@ def test_with_one_place_a_host_is_held_while_its_hand_out_is_out():
 
 
 def test_with_two_places_a_second_url_may_leave_while_the_first_is_out():
-    h = host(next_fetch_at_s=NOW + 1.0).with_handout(["a"], NOW)
+    h = host(next_fetch_at_s=NOW + 1.0, delay_s=1.0).with_handout(["a"], NOW)
     assert h.eligible_at_s(600.0, NOW, ahead=2, lead_s=5.0) == NOW - 4.0  # at once: the fetcher paces it
     full = h.with_handout(["b"], NOW)
     assert full.eligible_at_s(600.0, NOW, ahead=2, lead_s=5.0) == NOW + 600.0  # until one reports or times out
@@ -100,6 +100,14 @@ def test_with_two_places_a_second_url_may_leave_while_the_first_is_out():
 def test_a_block_holds_hand_outs_until_the_lead_before_it_ends():
     h = host(blocked_until_s=NOW + 3600)
     assert h.eligible_at_s(600.0, NOW, ahead=2, lead_s=5.0) == NOW + 3595.0
+
+
+@pytest.mark.parametrize(("delay_s", "ahead", "lead_s", "places"), [
+    (1.0, 8, 0.5, 2), (0.05, 8, 0.5, 8), (0.2, 8, 0.5, 4), (30.0, 8, 0.5, 2), (0.0, 8, 0.5, 2),
+    (1.0, 1, 0.5, 1), (0.05, 3, 0.5, 3), (1.0, 8, 0.0, 1),
+])
+def test_a_queue_gets_enough_places_to_cover_the_lead_at_its_delay(delay_s, ahead, lead_s, places):
+    assert host(delay_s=delay_s).places(ahead, lead_s) == places
 
 
 def test_a_hand_out_older_than_the_in_flight_timeout_no_longer_holds_the_host():
