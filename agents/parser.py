@@ -3,7 +3,7 @@
 Turns a fetched page into DISCOVERED outlinks (canonical, depth + 1, with
 the metadata ``metadata.transfer`` passes on), honouring ``<base href>``,
 ``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Links go out
-batched, one status message per partition key
+batched, one status message per Kafka partition
 (:func:`squall.scope.batch_outlinks`); those refused whatever their host
 (scheme, include/exclude, depth, query parameters, repeated segments) are
 only counted in it, never sent one by one. Why there is no parse topic: see
@@ -25,6 +25,7 @@ from topology import settings
 
 JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
 MODE = settings["partition.url.mode"]
+PARTITIONS = settings["topology.partitions"]
 MIMETYPES = tuple(settings["parser.mimetypes"])
 TRANSFER = tuple(settings["metadata.transfer"])
 AGENT_TOKEN = product_token(settings["http.agent.name"])
@@ -63,7 +64,7 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
     return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
-                                    canonical=CANONICAL, mode=MODE, judge=JUDGE)
+                                    canonical=CANONICAL, mode=MODE, partitions=PARTITIONS, judge=JUDGE)
 
 
 def settle(status: StatusMessage) -> StatusMessage:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from agents.common import CANONICAL, deadletter, load_host, save_host
@@ -62,7 +63,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     Every URL of the message (``url`` and a batch's ``more_urls``) is
     canonicalized; those whose partition key maps to another partition (a
     producer with another partitioner, e.g. kcat's default) are routed to
-    their owner, the others applied by :func:`update`.
+    their owner, the others applied by :func:`update`, one call per key.
     """
     done = Handled()
     try:
@@ -76,7 +77,8 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     if partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
         return done
-    urls = [url]
+    by_key: dict[str, list[str]] = {key: [url]}
+    owner: dict[str, int] = {key: partition}   # partition of each key met (murmur2 once per key)
     for more in msg.more_urls:
         try:
             canonical = canon(more)
@@ -84,15 +86,23 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
             continue
-        if other == key:
-            urls.append(canonical)
+        if other not in owner:
+            owner[other] = partition_for_key(other, PARTITIONS)
+        if owner[other] == partition:
+            by_key.setdefault(other, []).append(canonical)
         else:
-            done.reroutes.append((other.encode(), partition_for_key(other, PARTITIONS), _single(msg, more)))
-    try:
-        update(msg, urls, key, now_s)
-    except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
-        log.exception("squall: status update of %s failed", url)
-        done.dead.append((value, exc))
+            done.reroutes.append((other.encode(), owner[other], _single(msg, more)))
+    for other in msg.rejected:
+        if partition_for_key(other, PARTITIONS) == partition:
+            by_key.setdefault(other, [])
+        else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
+            log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    for other, urls in by_key.items():
+        try:
+            update(msg, urls, other, now_s, msg.rejected.get(other))
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            log.exception("squall: status update of %s failed", urls[0] if urls else other)
+            done.dead.append((value, exc))
     return done
 
 
@@ -106,19 +116,21 @@ def _single(batch: StatusMessage, url: str) -> bytes:
     return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
 
 
-def update(msg: StatusMessage, urls: list[str], key: str, now_s: float) -> None:
-    """Apply one decoded status message to the tables and the due index.
+def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
+           rejected: Mapping[str, int] | None = None) -> None:
+    """Apply one decoded status message to the tables and the due index, for one partition key.
 
-    ``urls``: the message's canonical URLs, all of partition key ``key`` (one
-    for a fetch result, several for a batch of outlinks). The host record is
+    ``urls``: the message's canonical URLs of partition key ``key`` (one for
+    a fetch result, any number for a batch of outlinks); ``rejected``: the
+    parse step's refusals of links of ``key``, per reason. The host record is
     read once and written once (when it changed), before the URL records.
     """
     host = start = load_host(key)
     if msg.seed and not host.seeded:
         host = replace(host, seeded=True)
-    if msg.rejected:
+    if rejected:
         counts = dict(host.rejected)
-        for reason, n in msg.rejected.items():
+        for reason, n in rejected.items():
             counts[reason] = counts.get(reason, 0) + n
         host = replace(host, rejected=counts)
     stores: list[UrlRecord] = []

@@ -105,11 +105,12 @@ class StatusMessage:
     again), ``etag`` / ``last_modified`` (validators for revisits),
     ``priority`` (higher first), ``not_modified`` (a 304 answer).
 
-    A batch of outlinks of one page to one partition key (what the parse
-    step sends: one message per key instead of one per link) is a DISCOVERED
-    message whose ``more_urls`` lists the other URLs of that key, sharing
-    ``depth`` and ``metadata``; ``rejected`` counts links of that key the
-    parse step refused (:class:`Reason` value → count), added to the host's
+    A batch of outlinks of one page to one Kafka partition (what the parse
+    step sends: one message per partition instead of one per link) is a
+    DISCOVERED message whose ``more_urls`` lists the other URLs, sharing
+    ``depth`` and ``metadata``; ``rejected`` counts the links the parse step
+    refused, per partition key then per :class:`Reason` value
+    (``{"example.com": {"trap.depth": 2}}``), added to those hosts'
     rejection counts by the status updater.
     """
 
@@ -130,7 +131,7 @@ class StatusMessage:
     truncated: bool = False
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
-    rejected: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
@@ -181,9 +182,11 @@ class StatusMessage:
         rejected = obj.get("rejected")
         if rejected:
             if not isinstance(rejected, dict) or not all(
-                    k in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
-                    for k, n in rejected.items()):
-                raise MessageError("field 'rejected' must map Reason values to positive counts")
+                    isinstance(key, str) and key and isinstance(counts, dict) and all(
+                        r in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                        for r, n in counts.items())
+                    for key, counts in rejected.items()):
+                raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
             kwargs["rejected"] = rejected
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from squall.errors import ConfigError, InvalidURL
 from squall.memo import BoundedMemo
-from squall.partition import is_public_suffix, partition_key
+from squall.partition import is_public_suffix, partition_for_key, partition_key
 from squall.records import Reason, StatusMessage
 from squall.traps import TrapConfig, check_url
 from squall.urls import idna_host
@@ -181,28 +181,30 @@ class LinkJudge:
 
 
 def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
-                   canonical: Callable[[str], str], mode: str,
+                   canonical: Callable[[str], str], mode: str, partitions: int,
                    judge: Callable[[str, int], Reason | None]) -> list[StatusMessage]:
-    """DISCOVERED messages for the outlinks of one page: one message per partition key, not one per link.
+    """DISCOVERED messages for the outlinks of one page: one message per Kafka partition, not one per link.
 
     ``links``: absolute URLs as found, in document order; ``canonical``: the
     canonicalizer (:class:`squall.urls.CanonicalCache`), raising
     :class:`InvalidURL` for a link that is not crawlable (such a link is
     dropped, as are repeats and ``page_url`` itself); ``depth``: the links'
     depth (the page's + 1); ``metadata``: what ``metadata.transfer`` passes
-    on; ``mode``: ``partition.url.mode``; ``judge``: (URL, depth) → the
+    on; ``mode``: ``partition.url.mode``; ``partitions``:
+    ``topology.partitions`` (a link goes to :func:`partition_for_key` of its
+    key, as every message keyed by it does); ``judge``: (URL, depth) → the
     reason :func:`check_link` gives (:class:`LinkJudge`).
 
-    Each message carries, for one key (in order of first appearance): the
-    links ``judge`` admits, as ``url`` then ``more_urls``, and the
-    count of the refused ones per reason in ``rejected``. A key whose every
-    link is refused still gets one message: its ``url`` is the first refused
-    link, left out of ``rejected`` — the status updater checks it itself and
-    counts it then, unless the URL is already known — so every refusal is
-    counted on the host's record, with no message per refused link.
+    Each message carries, for one partition (in order of first appearance):
+    the links ``judge`` admits, as ``url`` then ``more_urls``, and the count
+    of the refused ones per key and reason in ``rejected``. A partition whose
+    every link is refused still gets one message: its ``url`` is the first
+    refused link, left out of ``rejected`` — the status updater checks it
+    itself and counts it then, unless the URL is already known — so every
+    refusal is counted on its host's record, with no message per refused link.
     """
-    admitted: dict[str, list[str]] = {}
-    refused: dict[str, list[tuple[str, Reason]]] = {}
+    admitted: dict[int, list[str]] = {}
+    refused: dict[int, list[tuple[str, str, Reason]]] = {}
     seen = {page_url}
     for link in links:
         try:
@@ -213,20 +215,22 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
         if url in seen:
             continue
         seen.add(url)
-        admitted.setdefault(key, [])
+        partition = partition_for_key(key, partitions)
+        urls = admitted.setdefault(partition, [])
         reason = judge(url, depth)
         if reason is None:
-            admitted[key].append(url)
+            urls.append(url)
         else:
-            refused.setdefault(key, []).append((url, reason))
+            refused.setdefault(partition, []).append((url, key, reason))
     out: list[StatusMessage] = []
-    for key, urls in admitted.items():
-        no = refused.get(key, [])
+    for partition, urls in admitted.items():
+        no = refused.get(partition, [])
         if not urls:
             urls, no = [no[0][0]], no[1:]
-        counts: dict[str, int] = {}
-        for _, reason in no:
-            counts[reason.value] = counts.get(reason.value, 0) + 1
+        counts: dict[str, dict[str, int]] = {}
+        for _, key, reason in no:
+            per_key = counts.setdefault(key, {})
+            per_key[reason.value] = per_key.get(reason.value, 0) + 1
         out.append(StatusMessage(url=urls[0], depth=depth, metadata=metadata, more_urls=urls[1:], rejected=counts))
     return out
 

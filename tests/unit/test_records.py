@@ -184,7 +184,8 @@ def test_only_final_statuses_are_final():
 
 def test_a_batch_of_outlinks_survives_a_round_trip_and_lists_every_url():
     msg = StatusMessage(url="https://example.com/a", depth=3, metadata={"k": ["v"]},
-                        more_urls=["https://example.com/b", "https://example.com/c"], rejected={"trap.depth": 2})
+                        more_urls=["https://example.com/b", "https://example.com/c"],
+                        rejected={"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}})
     assert StatusMessage.from_bytes(msg.to_bytes()) == msg
     assert msg.urls() == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]
 
@@ -208,9 +209,11 @@ def test_the_hand_built_encoding_matches_the_dataclass_fields():
     {"more_urls": ["https://example.com/b"], "status": "FETCHED"},
     {"more_urls": ["https://example.com/b"], "fetched_at_s": NOW},
     {"rejected": ["trap.depth"]},
-    {"rejected": {"trap.depth": 0}},
-    {"rejected": {"trap.depth": True}},
-    {"rejected": {"not.a.reason": 1}},
+    {"rejected": {"trap.depth": 1}},
+    {"rejected": {"example.com": {"trap.depth": 0}}},
+    {"rejected": {"example.com": {"trap.depth": True}}},
+    {"rejected": {"example.com": {"not.a.reason": 1}}},
+    {"rejected": {"": {"trap.depth": 1}}},
 ])
 def test_a_malformed_batch_is_refused(fields):
     with pytest.raises(MessageError):

@@ -277,13 +277,14 @@ def test_check_link_agrees_with_check_for_a_seeded_host_with_room(url, depth):
 CANON = CanonicalCache(NormalizerConfig())
 
 
-def batch(links: list[str], depth: int = 1, config: ScopeConfig = OPEN,
-          page: str = "https://a.example/") -> list[StatusMessage]:
+def batch(links: list[str], depth: int = 1, config: ScopeConfig = OPEN, page: str = "https://a.example/",
+          partitions: int = 4) -> list[StatusMessage]:
+    # with 4 partitions: a.example -> 2, b.example -> 1, c.example -> 0; with 2: a and c -> 0, b -> 1
     return batch_outlinks(links, page_url=page, depth=depth, metadata={"k": ["v"]}, canonical=CANON,
-                          mode="byHost", judge=LinkJudge(config))
+                          mode="byHost", partitions=partitions, judge=LinkJudge(config))
 
 
-def test_outlinks_go_out_as_one_message_per_partition_key_in_order_of_first_appearance():
+def test_outlinks_go_out_as_one_message_per_partition_in_order_of_first_appearance():
     out = batch(["https://a.example/1", "https://b.example/1", "https://A.example/2#x", "https://a.example/1",
                  "https://a.example/", "mailto:x@y.z", "https://b.example/2"])
     assert [(m.url, m.more_urls, m.rejected, m.depth, m.metadata) for m in out] == [
@@ -292,19 +293,25 @@ def test_outlinks_go_out_as_one_message_per_partition_key_in_order_of_first_appe
     ]
 
 
-def test_links_refused_whatever_their_host_are_counted_per_reason_and_not_sent():
+def test_hosts_of_one_partition_share_one_message():
+    out = batch(["https://a.example/1", "https://b.example/1", "https://c.example/1"], partitions=2)
+    assert [m.urls() for m in out] == [["https://a.example/1", "https://c.example/1"], ["https://b.example/1"]]
+
+
+def test_links_refused_whatever_their_host_are_counted_per_key_and_reason_and_not_sent():
     out = batch(["https://a.example/ok", "https://a.example/x/x/x/x", "https://a.example/q?a&b&c&d",
-                 "https://a.example/y/y/y/y"])
+                 "https://a.example/y/y/y/y", "https://c.example/z/z/z/z"], partitions=2)
     assert len(out) == 1
     assert out[0].urls() == ["https://a.example/ok"]
-    assert out[0].rejected == {"trap.repeated_segments": 2, "trap.query_params": 1}
+    assert out[0].rejected == {"a.example": {"trap.repeated_segments": 2, "trap.query_params": 1},
+                               "c.example": {"trap.repeated_segments": 1}}
 
 
-def test_a_key_whose_links_are_all_refused_sends_its_first_link_for_the_status_updater_to_check_and_count():
+def test_a_partition_whose_links_are_all_refused_sends_its_first_link_for_the_status_updater_to_check_and_count():
     out = batch(["https://a.example/1", "https://a.example/2", "https://a.example/3"], depth=11)
     assert len(out) == 1
     assert out[0].urls() == ["https://a.example/1"]
-    assert out[0].rejected == {"trap.depth": 2}  # the third refusal is the status updater's to count
+    assert out[0].rejected == {"a.example": {"trap.depth": 2}}  # the third refusal is the status updater's
     assert admit(out[0].url, depth=out[0].depth) is Reason.TRAP_DEPTH
 
 
