@@ -24,7 +24,8 @@ from squall.sitemaps import is_marked, settle_status
 from topology import settings
 
 JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
-MODE = settings["partition.url.mode"]
+# byIP keys need a DNS answer the parse step does not have: its batches then group by host name
+MODE = "byHost" if settings["partition.url.mode"] == "byIP" else settings["partition.url.mode"]
 PARTITIONS = settings["topology.partitions"]
 MIMETYPES = tuple(settings["parser.mimetypes"])
 TRANSFER = tuple(settings["metadata.transfer"])
