@@ -1,0 +1,156 @@
+"""Each agent tested as an agent, through Faust's ``test_context()`` (memory store, no broker).
+
+What is checked here is the agent's own loop: decode, call policy, write its
+tables, emit, and send bad input to the dead-letter topic without stopping.
+Politeness, ordering and loss are proven through a real broker elsewhere
+(tests/integration).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import topology
+from agents import runtime as agent_runtime
+from agents.regulator import regulator
+from agents.spout import spout
+from agents.status_updater import status_updater
+from squall.frontier import DueIndex, HostRecord
+from squall.partition import partition_for_key
+from squall.records import FetchMessage, SignalKind, SignalMessage
+from squall.schedule import UrlRecord
+
+PARTITIONS: int = topology.settings["topology.partitions"]
+HOST = "example.com"
+P = partition_for_key(HOST, PARTITIONS)
+
+
+class Sent:
+    """Messages the agents sent, per topic name, as (key, decoded JSON value, partition)."""
+
+    def __init__(self) -> None:
+        self.by_topic: dict[str, list[tuple[bytes | None, Any, int | None]]] = {}
+
+    def of(self, topic: Any) -> list[tuple[bytes | None, Any, int | None]]:
+        return self.by_topic.get(topic.get_topic_name(), [])
+
+
+@pytest.fixture()
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+    if str(topology.app.conf.store) != "memory:":
+        topology.app.conf.store = "memory://"
+    topology.app.finalize()
+    topology.app.flow_control.resume()
+    record = Sent()
+    for topic in (topology.status_topic, topology.fetch_topic, topology.signals_topic, topology.ticks_topic,
+                  topology.deadletter_topic):
+        def send(*, key: bytes | None = None, value: bytes | None = None, partition: int | None = None,
+                 _name: str = topic.get_topic_name(), **_kw: Any) -> None:
+            decoded = json.loads(value) if value else value
+            record.by_topic.setdefault(_name, []).append((key, decoded, partition))
+        monkeypatch.setattr(topic, "send", _async(send))
+    monkeypatch.setattr(agent_runtime.state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
+    for table in (topology.urls_table, topology.hosts_table, topology.robots_table):
+        table.data.clear()  # the memory store outlives a test: start each one empty
+    yield record
+
+
+def _async(fn):  # noqa: ANN001, ANN202
+    async def wrapper(*args: Any, **kwargs: Any) -> None:
+        fn(*args, **kwargs)
+    return wrapper
+
+
+# ---------------------------------------------------------------- status updater
+
+
+async def test_the_status_updater_stores_a_seed_as_a_due_record(sent: Sent) -> None:
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=b'{"url": "https://EXAMPLE.com/a#frag", "seed": true}', partition=P)
+    record = UrlRecord.from_dict(topology.urls_table[b"https://example.com/a"])
+    assert (record.key, record.status.value, record.priority) == (HOST, "DISCOVERED", 1)
+    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).seeded
+    assert agent_runtime.state.indexes[P].next_due_s() is not None
+
+
+async def test_the_status_updater_routes_a_message_from_another_partitioner_to_its_owner(sent: Sent) -> None:
+    wrong = (P + 1) % PARTITIONS
+    async with status_updater.test_context() as agent:
+        await agent.put(key=b"whatever", value=b'{"url": "https://example.com/b"}', partition=wrong)
+    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [(HOST.encode(), P)]
+
+
+@pytest.mark.parametrize("value", [b"not json", b'{"url": "ftp://x/"}', b'{"no": "url"}', b"\xff\xfe"])
+async def test_the_status_updater_dead_letters_bad_input_and_goes_on(sent: Sent, value: bytes) -> None:
+    async with status_updater.test_context() as agent:
+        await agent.put(key=b"k", value=value, partition=P)
+        await agent.put(key=HOST.encode(), value=b'{"url": "https://example.com/c", "seed": true}', partition=P)
+    assert len(sent.of(topology.deadletter_topic)) == 1
+    assert sent.of(topology.deadletter_topic)[0][1]["reason"]
+    assert b"https://example.com/c" in topology.urls_table  # the stream went on
+
+
+# ---------------------------------------------------------------- spout
+
+
+async def test_the_spout_hands_out_a_due_url_and_records_it_in_flight(sent: Sent) -> None:
+    now = time.time()
+    url = "https://example.com/d"
+    # set up through the store: a table write needs a current event (Faust)
+    topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 1).to_dict()
+    agent_runtime.state.indexes[P].push(HOST, url, now - 1)
+    async with spout.test_context() as agent:
+        await agent.put(key=b"tick", value=b"", partition=P)
+    [(key, value, _p)] = sent.of(topology.fetch_topic)
+    msg = FetchMessage.from_bytes(json.dumps(value).encode())
+    assert (key, msg.url, msg.key) == (HOST.encode(), url, HOST)
+    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).in_flight == {url: msg.handed_out_at_s}
+
+
+# ---------------------------------------------------------------- queue regulator
+
+
+async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> None:
+    topology.hosts_table.data[HOST.encode()] = HostRecord(key=HOST).with_handout(["https://example.com/e"], 99.0).to_dict()
+    signal = SignalMessage(key=HOST, url="https://example.com/e", fetch_id="f1", kind=SignalKind.RETRY_AFTER,
+                           at_s=100.0, retry_until_s=190.0, handed_out_at_s=99.0)
+    async with regulator.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=signal.to_bytes(), partition=P)
+        await agent.put(key=HOST.encode(), value=signal.to_bytes(), partition=P)  # re-delivered: applied once
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert (host.in_flight, host.blocked_until_s, host.next_fetch_at_s) == ({}, 190.0, 101.0)
+    assert host.seen_fetch_ids == ["f1"]
+
+
+@pytest.mark.parametrize("value", [b"{}", b"[1]", b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "nope", "at_s": 1}',
+                                   b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "success", "at_s": "NaN"}'])
+async def test_the_regulator_dead_letters_a_bad_signal_and_goes_on(sent: Sent, value: bytes) -> None:
+    good = SignalMessage(key=HOST, url="https://example.com/f", fetch_id="f2", kind=SignalKind.SUCCESS, at_s=5.0)
+    async with regulator.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=value, partition=P)
+        await agent.put(key=HOST.encode(), value=good.to_bytes(), partition=P)
+    assert len(sent.of(topology.deadletter_topic)) == 1
+    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).next_fetch_at_s == 6.0
+
+
+# ---------------------------------------------------------------- fetcher
+
+
+async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent: Sent,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents import fetcher as fetcher_module
+
+    async def no_start() -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
+        return None
+
+    monkeypatch.setattr(fetcher_module.runtime, "start", no_start)
+    async with fetcher_module.fetcher.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=b'{"url": 3}', partition=P)
+        await agent.put(key=HOST.encode(), value=b"\x00garbage", partition=P)
+    assert len(sent.of(topology.deadletter_topic)) == 2
+    assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
