@@ -1,4 +1,4 @@
-"""A bounded, thread-safe memo: the per-worker caches of pure results (canonical URLs, link verdicts, host records).
+"""A bounded, thread-safe memo: the per-worker caches of pure results (canonical URLs, link verdicts).
 
 Entries live in insertion order; :meth:`BoundedMemo.put` moves a key to the
 end, and when the memo is full the oldest entries go first (first in, first
