@@ -18,6 +18,8 @@ pages are refused (trap.depth).
 
 Prints discovered URLs (outlinks found in the pages) per CPU-second of the
 whole path, and the messages sent per page. A benchmark: nothing asserted.
+Copied into a checkout from before ``handle`` existed (main before the
+per-URL cuts), it runs that code's agent loop instead, for "before" numbers.
 Run::
 
     .venv/bin/python benchmarks/status_updater.py [--hosts 20] [--pages 100] [--links 40] [--offsite 10]
