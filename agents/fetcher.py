@@ -45,6 +45,7 @@ from pathlib import Path
 
 from agents import parser
 from agents.common import deadletter, load_host
+from agents.observe import audit_request, observe_fetch, observe_result
 from agents.render import render_step
 from agents.robots import RobotsService
 from agents.sitemaps import emit_robots_sitemaps
@@ -109,7 +110,8 @@ class FetcherRuntime:
 
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
     paces: dict[str, tuple[float, PaceState]] = field(default_factory=dict)  # key → (owned since, pace)
-    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings["http.robots.cache.lru.size"]))
+    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings["http.robots.cache.lru.size"],
+                                                                       before_request=lambda o, h: _audit_robots(o, h)))
     http: HttpFetcher | None = None
     buckets: dict[str, TokenBucket] = field(default_factory=dict)  # optional token bucket per queue
     refreshing: set[str] = field(default_factory=set)
@@ -175,6 +177,16 @@ class FetcherRuntime:
         self.free_slots += 1
         self.wakeup.set()
         return pace
+
+    def audit(self, key: str, required_delay_s: float | None = None) -> None:
+        """Record in the politeness audit that a request of queue ``key`` starts now (right before it is sent).
+
+        The delay in force is the pace model's: the delay after the queue's last request
+        (``required_delay_s`` overrides it, for a robots.txt redirect hop); the block is the pace's.
+        """
+        now = time.time()
+        pace = self.pace(key, now)
+        audit_request(key, now, pace.delay_s if required_delay_s is None else required_delay_s, pace.blocked_until_s)
 
     def hop_delay_s(self, key: str) -> float:
         """The delay (s) a robots.txt redirect hop of queue ``key`` waits (the Crawl-delay is not known yet)."""
@@ -277,6 +289,7 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
 
 
 async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState) -> None:
+    observe_result(statuses[0])
     for status in statuses:
         await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
     await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
@@ -360,6 +373,7 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
                  "take-over; %d so far)", msg.url, runtime.takeover_fetches)
     await _token(msg.key)
     assert runtime.http is not None and runtime.warc is not None
+    runtime.audit(msg.key)
     try:
         result = await runtime.http.fetch(msg.url, headers=decision.headers)
     except FetchError as exc:
@@ -370,6 +384,7 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     outcome = classify_http(result.status, url=msg.url, location=result.location,
                             retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
                             max_redirects=MAX_REDIRECTS, normalizer=NORMALIZER)
+    observe_fetch(result)
     await asyncio.to_thread(runtime.warc.write_fetch, msg.url, request_headers=result.request_headers,
                             status=result.status, reason="", response_headers=result.headers, body=result.body,
                             ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
@@ -385,6 +400,12 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     fetched = fd.Fetched(etag=result.header("ETag"), last_modified=result.header("Last-Modified"),
                          truncated=result.truncated)
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
+
+
+def _audit_robots(origin: str, hop: int) -> None:
+    """The politeness audit of a robots.txt request of ``origin`` (``hop`` 0: /robots.txt, then each redirect)."""
+    key = partition_key(origin + "/", MODE)
+    runtime.audit(key, runtime.hop_delay_s(key) if hop else None)
 
 
 async def _hop_pause(key: str) -> None:

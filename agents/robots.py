@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from agents.observe import observe_robots
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.http import HttpFetcher
 from squall.robots_policy import (RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules,
@@ -36,8 +37,11 @@ MAX_ROBOTS_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 class RobotsService:
     """Cached robots decisions of the origins this worker fetches (one per event loop)."""
 
-    def __init__(self, config: RobotsConfig, lru_size: int) -> None:
+    def __init__(self, config: RobotsConfig, lru_size: int,
+                 before_request: Callable[[str, int], None] | None = None) -> None:
+        """``before_request(origin, hop)`` runs right before each request (the politeness audit)."""
         self.config = config
+        self.before_request = before_request
         self.cache = RobotsCache(lru_size, config)
         self._inflight: dict[str, asyncio.Future[tuple[RobotsEntry, RobotsRules]]] = {}
 
@@ -73,6 +77,7 @@ class RobotsService:
             previous = self.cached(origin)
             validators = conditional_headers(previous[0] if previous else None)   # a 304 keeps the cached copy
             outcome = await self._fetch(origin, http, validators, pause)
+            observe_robots(outcome.status)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
             if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
                 log.warning("squall: robots.txt of %s is %d bytes: only the first %d parsed "
@@ -99,6 +104,8 @@ class RobotsService:
             if hop:
                 await pause()  # each hop is a request: it waits the delay like any other
             try:
+                if self.before_request is not None:  # the politeness audit: every hop is a request
+                    self.before_request(origin, hop)
                 result = await http.fetch(url, headers=validators if hop == 0 else None)
             except BlockedAddress:
                 if hop == 0:

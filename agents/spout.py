@@ -83,4 +83,6 @@ async def send_ticks() -> None:
         if sent is not None and now - sent < TICK_RESEND_S:
             continue
         state.tick_sent_at[partition] = now
-        await ticks_topic.send(key=b"tick", value=b"", partition=partition)
+        # readable JSON like every other topic (Kafka UI, `squall tail ticks`); the spout ignores the value
+        await ticks_topic.send(key=b"tick", value=b'{"partition":%d,"sent_at_s":%.3f}' % (partition, now),
+                               partition=partition)

@@ -17,7 +17,10 @@ from squall.errors import SquallError
 COMMAND_MODULES = (
     "squall.kafka_local",   # squall kafka up|down|status
     "squall.seeding",       # squall seed FILE|-
-    "squall.status_report", # squall status [--json] [--wait-idle]
+    "squall.status_report", # squall status [--json] [--wait-idle] [--watch]
+    "squall.audit_report",  # squall audit [--json]
+    "squall.dashboard",     # squall dashboard [--port N]
+    "squall.tail",          # squall tail TOPIC
     "squall.urls",          # squall url normalize URL...
     "squall.robots_policy", # squall robots check --robots FILE --agent NAME URL...
     "squall.sitemap_check", # squall sitemap check URL|FILE

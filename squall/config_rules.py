@@ -43,7 +43,7 @@ def validate(values: Mapping[str, Any]) -> None:
                 "http.timeout.connect", "http.timeout.read", "http.timeout.total",
                 "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
                 "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
-                "frontier.handout.lead.secs"):
+                "frontier.handout.lead.secs", "audit.tolerance.secs", "metrics.hosts.top"):
         if values[key] < 0:
             raise ConfigError(key, f"must not be negative, got {values[key]}")
     for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from squall.status_report import clock, duration
 from squall.testsite import Page, RecordingServer, RobotsSpec, SiteSpec, directory_site, generated_site
 
 GENERATED_DELAY_S = 0.2
@@ -187,6 +188,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bootstrap", default=None, help="Kafka broker host:port (default: kafka.bootstrap.servers)")
     p.add_argument("--workdir", default=None, help="crawl directory (default ./var/demo-<timestamp>)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the crawl (default 1800)")
+    p.add_argument("--web-port", type=int, default=0,
+                   help="serve the worker's /metrics on 127.0.0.1 at this port (default 0: no web server)")
     args = p.parse_args(argv)
     if args.site is None and not 1 <= args.hosts <= 250:
         p.error("--hosts must be between 1 and 250")
@@ -276,13 +279,16 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"crawl: fetcher.server.delay = {delay:g} s for these loopback hosts (the default, {default_delay:g} s,"
              " stays for the real web)"
              + ("; shorter than the generated site's since one host serves the whole directory" if args.site else ""))
-        crawl.start_worker("w1")
+        crawl.start_worker("w1", web_port=args.web_port or None)
         _say(f"crawl: worker w1 started (log {workdir / 'worker-w1.log'})")
+        if args.web_port:
+            _say(f"crawl: metrics at http://127.0.0.1:{args.web_port}/metrics")
+        _say(f"crawl: watch it with `SQUALL_CONF={crawl.conf_path} squall status --watch` or `... squall dashboard`")
         seeds = served.server.seeds
         t0, t0_wall = time.monotonic(), time.time()
         n = crawl.seed(seeds)
         _say(f"crawl: seeded {n} URL(s): {', '.join(seeds)}; waiting until idle (timeout {args.timeout:g} s) ...")
-        report = crawl.wait_idle(timeout_s=args.timeout)
+        report = crawl.wait_idle(timeout_s=args.timeout, on_report=_progress(t0))
         elapsed = time.monotonic() - t0
         records = crawl.records()
 
@@ -303,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"{len(requests) / max(last - first, 1e-9):.2f} requests/s in between")
 
         checks = _checks(args, spec, served, records, delay, crawl.warc_files())
+        checks.append(_audit_check(crawl.audit(), served.requests()))
         _say()
         _say("=" * 78)
         _say("checks (from the site's own request log)")
@@ -335,6 +342,26 @@ def main(argv: list[str] | None = None) -> int:
         _cleanup("site", served.close if served is not None else None)
         if broker_started:
             _cleanup(f"local broker at {bootstrap}", lambda: kafka_local.down(bootstrap, wipe=True))
+
+
+def _progress(t0: float) -> Any:
+    """A callback printing one progress line per report while the crawl runs (``make demo`` on long work)."""
+    def show(report: Any) -> None:
+        by = report.by_status
+        waiting = f", {report.waiting} waiting until {clock(report.waiting_until_s)}" if report.waiting else ""
+        _say(f"progress: {time.monotonic() - t0:6.1f} s  URLs {sum(by.values())}  FETCHED {by.get('FETCHED', 0)}  "
+             f"to fetch {by.get('DISCOVERED', 0)}  in flight {report.in_flight}{waiting}  "
+             f"{report.pages_per_s_recent:.2f} pages/s  ETA {duration(report.eta_s)}  "
+             f"audit violations {report.audit_violations}")
+    return show
+
+
+def _audit_check(audit: dict[str, Any], requests: list[dict[str, Any]]) -> Check:
+    """The crawler's own politeness audit: every request the site received audited, no violation."""
+    detail = (f"{audit['requests']} requests audited for {len(requests)} received, {audit['violations']} violations "
+              f"({audit['inside_block']} inside a Retry-After/back-off block)")
+    return Check("politeness audit (squall audit)", audit["violations"] == 0 and audit["requests"] == len(requests),
+                 detail)
 
 
 def _cleanup(what: str, stop: Any) -> None:

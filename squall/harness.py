@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,16 @@ class Crawl:
             if saved is not None:
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = saved
 
-    def start_worker(self, name: str = "w1") -> subprocess.Popen[bytes]:
-        """Start ``faust -A topology worker`` (its own data dir and log file) and return the process."""
+    def start_worker(self, name: str = "w1", web_port: int | None = None) -> subprocess.Popen[bytes]:
+        """Start ``faust -A topology worker`` (its own data dir and log file) and return the process.
+
+        ``web_port``: serve the worker's web pages (``/metrics``) on 127.0.0.1 at that port; None = no web server.
+        """
         datadir = self.workdir / "data" / name
         env = dict(self._env, SQUALL_CONF=str(self.conf_path))
         log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (owned by the process)
         cmd = [sys.executable, "-m", "faust", "-A", "topology", "--datadir", str(datadir), "worker",
-               "-l", "info", "--without-web"]
+               "-l", "info", *(["--web-port", str(web_port)] if web_port else ["--without-web"])]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.workers[name] = proc
@@ -101,16 +104,24 @@ class Crawl:
             raise ValueError(f"bad seeds: {bad}")
         return asyncio.run(produce_seeds(self.settings, lines))
 
-    def wait_idle(self, timeout_s: float = 300.0) -> Report:
-        """Wait until nothing is due, in flight or unconsumed; raise if a worker died."""
+    def wait_idle(self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None,
+                  max_wait_s: float = 60.0) -> Report:
+        """Wait until nothing is due, in flight or unconsumed, and no URL waits for a Retry-After,
+        robots.txt retry or back-off ending within ``max_wait_s`` seconds; raise if a worker died.
+
+        ``on_report`` is called with each intermediate report (every few seconds): progress display.
+        """
         deadline = time.monotonic() + timeout_s
         while True:
             for name, proc in self.workers.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"worker {name} exited with {proc.returncode}; see {self.workdir}/worker-{name}.log")
             remaining = deadline - time.monotonic()
-            report = asyncio.run(wait_idle(self.settings, min(10.0, max(1.0, remaining))))
-            if report.idle and report.by_status:
+            report = asyncio.run(wait_idle(self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining)),
+                                           max_wait_s=max_wait_s))
+            if on_report is not None:
+                on_report(report)
+            if report.settled(max_wait_s) and report.by_status:
                 return report
             if remaining <= 0:
                 raise TimeoutError(f"crawl not idle after {timeout_s} s: {report.to_json()}")
@@ -124,6 +135,13 @@ class Crawl:
         from squall.topics import changelog_name
 
         return asyncio.run(latest_records(self.settings["kafka.bootstrap.servers"], changelog_name(self.settings, "urls")))
+
+    def audit(self) -> dict[str, Any]:
+        """``squall audit --json`` of this crawl: totals and one entry per host (``by_host``), worst first."""
+        from squall.audit import summary
+        from squall.audit_report import collect_audits
+
+        return summary(asyncio.run(collect_audits(self.settings)))
 
     def warc_files(self) -> list[Path]:
         return sorted((self.workdir / "warc").glob("*.warc.gz"))

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from squall.errors import InvalidURL
@@ -24,6 +24,7 @@ from squall.records import StatusMessage
 from squall.urls import NormalizerConfig, canonicalize
 
 
+PROGRESS_EVERY = 1000  # seeds between two progress updates
 _USERINFO = re.compile(r"//[^/?#\\]*@")
 
 
@@ -60,8 +61,13 @@ def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iter
             yield SeedLine(lineno, error=f"invalid URL {shown!r}: {exc.reason}{hint}")
 
 
-async def produce_seeds(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)
-    """Create the topics if needed and send ``seeds`` to the status topic; returns the count sent."""
+async def produce_seeds(settings, seeds: list[SeedLine],  # noqa: ANN001 (Settings)
+                        progress: Callable[[int], None] | None = None) -> int:
+    """Create the topics if needed and send ``seeds`` to the status topic; returns the count sent.
+
+    ``progress(n)`` is called with the number of seeds handed to the producer so far (every
+    :data:`PROGRESS_EVERY` seeds and at the end).
+    """
     from aiokafka import AIOKafkaProducer
 
     from squall.kafka_admin import ensure_topics
@@ -74,11 +80,15 @@ async def produce_seeds(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001
     try:
         topic = topic_name(settings, "status")
         mode = settings["partition.url.mode"]
-        for seed in seeds:
+        for n, seed in enumerate(seeds, start=1):
             assert seed.url is not None
             msg = StatusMessage(url=seed.url, seed=True, metadata=seed.metadata or {})
             await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+            if progress is not None and n % PROGRESS_EVERY == 0:
+                progress(n)
         await producer.flush()
+        if progress is not None:
+            progress(len(seeds))
     finally:
         await producer.stop()
     return len(seeds)
@@ -96,9 +106,21 @@ def _seed_command(args: argparse.Namespace) -> int:
     bad = [s for s in parsed if s.error is not None]
     for s in bad:
         print(f"squall seed: line {s.lineno}: {s.error} (skipped)", file=sys.stderr)
-    sent = asyncio.run(produce_seeds(settings, good)) if good else 0
+    sent = _send_with_progress(settings, good) if good else 0
     print(f"squall seed: {sent} URL(s) sent to {settings['topology.id']}-status, {len(bad)} line(s) rejected")
     return 1 if bad else 0
+
+
+def _send_with_progress(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)
+    """Send ``seeds`` with a progress bar on standard error when it is a terminal (rich)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("squall seed"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal or len(seeds) < PROGRESS_EVERY) as bar:
+        task = bar.add_task("seeding", total=len(seeds))
+        return asyncio.run(produce_seeds(settings, seeds, progress=lambda n: bar.update(task, completed=n)))
 
 
 def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter")
-TABLES = ("urls", "hosts", "robots")
+TABLES = ("urls", "hosts", "robots", "audit")
 
 
 def topic_name(settings: Mapping[str, Any], suffix: str) -> str:

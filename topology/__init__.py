@@ -12,7 +12,7 @@ the same worker: ARCHITECTURE.md invariant 1):
 * ``<id>-status``   StatusMessage JSON: seeds, outlinks, fetch results.
 * ``<id>-fetch``    FetchMessage JSON: URLs handed out by the spout.
 * ``<id>-signals``  SignalMessage JSON: one per handed-out URL, for the queue regulator.
-* ``<id>-ticks``    empty messages sent to one partition when that
+* ``<id>-ticks``    ``{"partition": p, "sent_at_s": t}`` sent to one partition when that
   partition's spout has a due host (the hand-out then runs inside that
   partition's event, which Faust table writes need).
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
@@ -29,6 +29,10 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 * ``hosts``   partition key → HostRecord (next eligible time, blocked-until,
   in-flight hand-outs, regulator state, rejection counts)
 * ``robots``  robots.txt origin → RobotsEntry (RFC 9309 cache, survives restarts)
+* ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.audit`)
+
+Each worker also serves ``/metrics`` (Prometheus) on its web server
+(:mod:`agents.observe`).
 """
 
 from __future__ import annotations
@@ -89,14 +93,16 @@ def _table(name: str, help_text: str) -> faust.TableT:
 urls_table = _table("urls", "canonical URL -> UrlRecord")
 hosts_table = _table("hosts", "partition key -> HostRecord")
 robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
+audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
 
 TOPIC_NAMES = {t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)}
 
 __all__ = ["app", "settings", "status_topic", "fetch_topic", "signals_topic", "ticks_topic", "deadletter_topic",
-           "urls_table", "hosts_table", "robots_table", "TOPIC_NAMES"]
+           "urls_table", "hosts_table", "robots_table", "audit_table", "TOPIC_NAMES"]
 
 # The agents register themselves on import (after everything above exists).
 import agents.fetcher  # noqa: E402,F401
+import agents.observe  # noqa: E402,F401
 import agents.regulator  # noqa: E402,F401
 import agents.spout  # noqa: E402,F401
 import agents.status_updater  # noqa: E402,F401

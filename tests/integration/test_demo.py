@@ -33,9 +33,11 @@ def test_the_demo_crawls_its_site_checks_it_and_exits_0(kafka_bootstrap: str, tm
     assert "robots.denied=4" in out
     for name in ("every expected URL requested", "each URL requested exactly once", "every expected page FETCHED",
                  "disallowed pages never requested", "robots.txt fetched once per host",
-                 "min gap per host >= fetcher.server.delay 0.2 s", "WARC readable by warcio index"):
+                 "min gap per host >= fetcher.server.delay 0.2 s", "WARC readable by warcio index",
+                 "politeness audit (squall audit)"):
         assert f"[PASS] {name}:" in out, (name, out)
     assert "[FAIL]" not in out
+    assert re.search(r"^progress: .* FETCHED \d+ ", out, re.M), out  # progress shown while it ran
     assert "demo: all checks passed" in out
     assert "stopped: worker" in out and "stopped: site" in out
 

@@ -23,7 +23,7 @@ import pytest
 
 from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
 
-from .test_politeness import Finished, _gaps, _index, _pages, _run, _status_is
+from .test_politeness import Finished, _gaps, _index, _pages, _run, _status_is, assert_audit_agrees_with_the_server
 
 DELAY_S = 0.5
 BACKOFF_MAX_S = 2.0
@@ -116,6 +116,10 @@ def test_a_robots_txt_redirect_loop_stops_at_the_repeated_url_and_blocks_the_hos
     assert (record["status"], record["reason"]) == ("DISCOVERED", "robots.unavailable"), record
 
 
+def test_the_crawlers_audit_agrees_with_the_server_on_every_paced_host(paced: Finished) -> None:
+    assert_audit_agrees_with_the_server(paced.crawl, paced.served, {}, DELAY_S)
+
+
 def test_opting_out_of_the_floor_lets_a_lower_crawl_delay_speed_up_its_own_host(site, crawl) -> None:  # noqa: ANN001
     five = ("/a", "/b", "/c", "/d", "/e")
     served = site(SiteSpec(hosts={OPT_OUT: HostSpec(pages={"/": _index(*five), **_pages(*five)},
@@ -128,6 +132,7 @@ def test_opting_out_of_the_floor_lets_a_lower_crawl_delay_speed_up_its_own_host(
     assert len(gaps) == 6, gaps
     assert min(gaps) >= 0.2, gaps
     assert sorted(gaps)[len(gaps) // 2] < 1.0, gaps  # the site's 0.2 s, not the operator's 1.5 s
+    assert_audit_agrees_with_the_server(c, served, {}, 0.2)
 
 
 def test_a_new_owner_starts_a_host_no_sooner_than_its_pace_allows_after_a_kill(site, crawl) -> None:  # noqa: ANN001
@@ -151,3 +156,6 @@ def test_a_new_owner_starts_a_host_no_sooner_than_its_pace_allows_after_a_kill(s
     assert sorted(served.page_requests()) == sorted(served.server.expected_pages()) or \
         set(served.page_requests()) == served.server.expected_pages()
     assert min(_gaps(times)) >= delay_s, [round(t - killed_at, 2) for t in times]
+    # the audit too (a SIGKILL may lose records not yet on the changelog, never invent requests)
+    host = {h["key"]: h for h in c.audit()["by_host"]}["127.0.0.9"]
+    assert host["violations"] == 0 and 0 < host["requests"] <= len(times), host

@@ -410,3 +410,43 @@ def test_queue_regulator_is_idempotent_under_redelivery(forced: Finished) -> Non
     assert marker.fetch_id in after["seen_fetch_ids"], "the regulator did not consume the marker signal"
     assert after == {**before, "seen_fetch_ids": before["seen_fetch_ids"] + [marker.fetch_id]}
     assert _end(bootstrap, hosts_log) == writes_before + 1  # the duplicates wrote nothing; only the marker did
+
+
+# ---------------------------------------------------------------------------- the crawler's own audit
+
+AUDIT_TOLERANCE_S = 0.01  # audit.tolerance.secs (default)
+
+
+def assert_audit_agrees_with_the_server(crawl: Crawl, served: ServedSite, floors: dict[str, float],
+                                        default_floor_s: float) -> None:
+    """The crawler's own audit (``squall audit``) and the recording server: same requests, no violation."""
+    audit = crawl.audit()
+    by_host = {h["key"]: h for h in audit["by_host"]}
+    ips = {r["ip"] for r in served.requests()}
+    assert set(by_host) == ips, (sorted(by_host), sorted(ips))
+    for ip in sorted(ips):
+        host, times, floor = by_host[ip], served.start_times(ip), floors.get(ip, default_floor_s)
+        # every request the server received was audited, and only those
+        assert host["requests"] == len(times), (host, times)
+        # both measure the same requests: the same violations (robots.txt redirect hops included), and none
+        server = sum(1 for gap in _gaps(times) if gap < floor - AUDIT_TOLERANCE_S)
+        assert host["violations"] == server == 0, (host, times)
+        assert host["min_gap_s"] is None or host["min_gap_s"] >= floor - AUDIT_TOLERANCE_S, host
+    assert audit["violations"] == 0 and audit["inside_block"] == 0
+
+
+@pytest.mark.parametrize("crawl_name", ["polite", "forced"])
+def test_the_crawlers_audit_agrees_with_the_server_request_for_request(
+        request: pytest.FixtureRequest, crawl_name: str) -> None:
+    finished: Finished = request.getfixturevalue(crawl_name)
+    floors = {DELAY2: 2.0, DELAY_HALF: 0.5, CAPPED: CAP_S}
+    assert_audit_agrees_with_the_server(finished.crawl, finished.served, floors, SERVER_DELAY_S)
+
+
+def test_the_audit_remembers_the_retry_after_block_and_no_request_fell_inside_it(polite: Finished) -> None:
+    host = {h["key"]: h for h in polite.crawl.audit()["by_host"]}[RETRY_AFTER]
+    limited = next(r for r in polite.served.requests() if r["ip"] == RETRY_AFTER and r["status"] == 429)
+    # the block began at (or after) the 429 request and lasted its Retry-After of 5 s
+    assert host["block_from_s"] == pytest.approx(limited["t"], abs=1.0)
+    assert host["blocked_until_s"] - limited["t"] >= 5.0 - AUDIT_TOLERANCE_S
+    assert host["inside_block"] == 0 and host["violations"] == 0

@@ -44,3 +44,18 @@ def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bo
         (b"example.com", "https://example.com/a", True, {}),
         (b"example.org", "https://example.org/b", True, {"source": ["list-1"]}),
     ]
+
+
+def test_seeding_reports_progress_in_steps_and_at_the_end(tmp_path: Path, kafka_bootstrap: str, monkeypatch):
+    import squall.seeding as seeding
+    from squall.settings import load_settings
+
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(f'kafka.bootstrap.servers: "{kafka_bootstrap}"\ntopology.id: "seedprog-{uuid.uuid4().hex[:10]}"\n'
+                    "topology.partitions: 2\n", encoding="utf-8")
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.setattr(seeding, "PROGRESS_EVERY", 10)
+    seeds = [seeding.SeedLine(i, url=f"https://h{i % 3}.example/{i}", metadata={}) for i in range(25)]
+    seen: list[int] = []
+    assert asyncio.run(seeding.produce_seeds(load_settings(conf), seeds, progress=seen.append)) == 25
+    assert seen == [10, 20, 25]

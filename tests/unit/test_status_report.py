@@ -98,6 +98,79 @@ def test_to_text_shows_the_totals_statuses_reasons_rejections_and_hosts():
     assert rows == {"a.example": ["3", "1", "0", "0", "0"], "b.example": ["0", "0", "1", "2", "2"]}
 
 
+# ---------------------------------------------------------------------------- waits, rates, hosts, live view
+
+def test_urls_held_by_a_future_time_or_a_host_block_are_waiting_not_due_and_keep_the_crawl_busy():
+    urls = {"w1": rec("https://w.example/1", "w.example", Status.DISCOVERED, NOW + 30),   # Retry-After / robots retry
+            "w2": rec("https://v.example/1", "v.example", Status.DISCOVERED, NOW - 1),    # due, but host backing off
+            "w3": rec("https://w.example/3", "w.example", Status.FETCH_ERROR, NOW + 7200)}  # a later retry: not a wait
+    hosts = {"v.example": HostRecord(key="v.example", blocked_until_s=NOW + 90).to_dict()}
+    report = build_report(urls, hosts, NOW)
+    assert (report.due_now, report.waiting, report.waiting_until_s) == (0, 2, NOW + 90)
+    assert not report.idle
+    assert report.settled(max_wait_s=20) and not report.settled(max_wait_s=60)  # the next wait ends in 30 s
+    assert "waiting: 2 URLs" in report.to_text()
+    assert build_report(urls, hosts, NOW + 100).due_now == 2
+
+
+def test_a_crawl_with_work_is_never_settled_whatever_the_max_wait():
+    assert not build_report(URLS, HOSTS, NOW).settled(max_wait_s=0)
+
+
+def test_pages_per_second_and_eta_come_from_the_fetch_times():
+    urls = {f"f{i}": UrlRecord(url=f"https://a.example/{i}", key="a.example", status=Status.FETCHED,
+                               last_fetch_at_s=NOW - 20 + i).to_dict() for i in range(20)}
+    urls |= {f"d{i}": rec(f"https://a.example/d{i}", "a.example", Status.DISCOVERED, NOW - 1) for i in range(10)}
+    report = build_report(urls, {}, NOW)
+    assert report.pages_per_s == 20 / 19
+    assert report.pages_per_s_recent == 1.0  # 20 pages in the 20 s since the first
+    assert report.eta_s == 10.0
+
+
+def test_host_rows_carry_audit_pacing_and_robots_state_busiest_first():
+    hosts = {"a.example": HostRecord(key="a.example", next_fetch_at_s=NOW + 2, blocked_until_s=NOW + 9,
+                                     backoff={"attempts": 2, "blocked_until_s": NOW + 9,
+                                              "backing_off_since_s": NOW - 5}).to_dict()}
+    audits = {"b.example": {"key": "b.example", "requests": 9, "violations": 0, "min_gap_s": 1.2,
+                            "required_delay_s": 1.0},
+              "a.example": {"key": "a.example", "requests": 3, "violations": 1, "min_gap_s": 0.1,
+                            "required_delay_s": 0.5}}
+    robots = {"https://a.example": {"kind": "disallow_all", "http_status": 503, "retry_at_s": NOW + 60}}
+    report = build_report(URLS, hosts, NOW, audits=audits, robots=robots)
+    rows = {r["host"]: r for r in report.hosts}
+    assert [r["host"] for r in report.hosts][:2] == ["b.example", "a.example"]
+    a = rows["a.example"]
+    assert (a["next_fetch_at_s"], a["blocked_until_s"], a["backoff_attempts"]) == (NOW + 2, NOW + 9, 2)
+    assert (a["requests"], a["violations"], a["delay_s"], a["robots"]) == (3, 1, 0.5, "disallow_all (503)")
+    assert a["robots_retry_at_s"] == NOW + 60 and rows["b.example"]["robots"] == "unknown"
+    assert report.audit_violations == 1
+    assert json.loads(json.dumps(report.to_json()))["hosts"][0]["host"] == "b.example"
+
+
+def test_the_live_view_renders_totals_waits_and_hosts():
+    from rich.console import Console
+
+    from squall.live_view import render
+
+    hosts = {"v.example": HostRecord(key="v.example", blocked_until_s=NOW + 90,
+                                     backoff={"attempts": 1}).to_dict()}
+    urls = dict(URLS) | {"w": rec("https://v.example/1", "v.example", Status.DISCOVERED, NOW + 30)}
+    console = Console(record=True, width=200)
+    console.print(render(build_report(urls, hosts, NOW)))
+    text = console.export_text()
+    for part in ("URLs 10", "DISCOVERED 4", "waiting: 2 URLs", "busiest hosts", "most blocked hosts", "v.example",
+                 "audit violations 0"):
+        assert part in text, text
+
+
+def test_a_long_wait_does_not_hide_a_short_one():
+    urls = {"soon": rec("https://w.example/1", "w.example", Status.DISCOVERED, NOW + 5),
+            "late": rec("https://w.example/2", "w.example", Status.DISCOVERED, NOW + 600)}
+    report = build_report(urls, {}, NOW)
+    assert (report.waiting_next_s, report.waiting_until_s) == (NOW + 5, NOW + 600)
+    assert not report.settled(max_wait_s=60)      # the 5 s wait is waited for
+    del urls["soon"]  # fetched: only the 600 s wait is left
+    assert build_report(urls, {}, NOW + 10).settled(max_wait_s=60)
 ROBOTS = {
     "https://a.example": {"kind": "rules", "robots_text": "", "fetched_at_s": 1.0, "expires_at_s": 2.0,
                           "truncated": True},
