@@ -62,7 +62,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections import Counter, defaultdict
@@ -74,8 +73,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from squall.harness import Crawl  # noqa: E402
 from squall.kafka_admin import ensure_topics  # noqa: E402
-from squall.testsite import HostSpec, Page, RecordingServer, RobotsSpec, SiteSpec  # noqa: E402
+from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
 from squall.topics import all_topics  # noqa: E402
+from tests.integration.conftest import ServedSite  # noqa: E402 (the integration tests' threaded server)
 
 VIOLATION_SLACK_S = 0.010  # a gap shorter than delay - 10 ms is a violation (clock and scheduling noise below)
 SCRAPY_VENV = Path(os.environ.get("SQUALL_CACHE", Path.home() / ".cache" / "squall")) / "bench-scrapy"
@@ -109,22 +109,10 @@ def farm(ips: list[str], pages: int, links: int, offsite: int, seed: int = 0) ->
     return spec
 
 
-class ServedFarm:
-    """A RecordingServer running in a thread of its own (its own event loop)."""
-
-    def __init__(self, spec: SiteSpec) -> None:
-        self.server = RecordingServer(spec)
-        self.links_of = {(ip, path): len(page.links) for ip, host in spec.hosts.items()
-                         for path, page in host.pages.items() if isinstance(page, Page)}
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(120)
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(60)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+def links_of(spec: SiteSpec) -> dict[tuple[str, str], int]:
+    """(host IP, path) → number of links of that page of ``spec``."""
+    return {(ip, path): len(page.links) for ip, host in spec.hosts.items()
+            for path, page in host.pages.items() if isinstance(page, Page)}
 
 
 # ---------------------------------------------------------------------- measures (pure)
@@ -173,7 +161,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages_per_host: int,
-            links_of: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
+            links_per_page: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
     """Politeness and throughput measures of the recorded ``requests`` to the hosts ``ips``.
 
     ``requests``: RecordingServer entries (``ip``, ``path``, ``t`` in Unix
@@ -184,7 +172,7 @@ def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages
     ``gaps`` (every start-to-start gap within a host, seconds), ``min_gap_s``,
     ``p1_gap_s``, ``violations`` (gaps < delay − 10 ms), ``duplicates``
     (requests of an (ip, path) beyond its first) and ``links`` (the links of
-    the pages fetched, from ``links_of``: (ip, path) → number of links).
+    the pages fetched, from ``links_per_page``: (ip, path) → number of links).
     """
     mine = [r for r in requests if r["ip"] in ips]
     by_host: dict[str, list[float]] = defaultdict(list)
@@ -201,7 +189,7 @@ def measure(requests: list[dict[str, Any]], ips: set[str], delay_s: float, pages
         "gaps": gaps, "min_gap_s": min(gaps, default=float("nan")), "p1_gap_s": percentile(gaps, 0.01),
         "violations": sum(1 for g in gaps if g < delay_s - VIOLATION_SLACK_S),
         "duplicates": sum(n - 1 for n in counts.values()),
-        "links": sum((links_of or {}).get(k, 0) for k in counts),
+        "links": sum((links_per_page or {}).get(k, 0) for k in counts),
     }
 
 
@@ -259,7 +247,7 @@ def proc_peak_rss_mb(pid: int) -> float:
 
 # ---------------------------------------------------------------------- squall
 
-def run_squall(bootstrap: str, served: ServedFarm, ips: list[str], args: argparse.Namespace, workdir: Path,
+def run_squall(bootstrap: str, served: ServedSite, ips: list[str], args: argparse.Namespace, workdir: Path,
                available: int) -> Row:
     overrides = {
         "http.private.networks.allow": ["127.0.0.0/8"],
@@ -294,7 +282,7 @@ def run_squall(bootstrap: str, served: ServedFarm, ips: list[str], args: argpars
         rss = max(proc_peak_rss_mb(pid) for pid in pids)
     finally:
         crawl.stop()
-    m = measure(served.server.requests, set(ips), args.delay, args.pages, served.links_of)
+    m = measure(served.server.requests, set(ips), args.delay, args.pages, links_of(served.server.spec))
     last = max((r["t"] for r in served.server.requests if r["ip"] in set(ips)), default=time.time())
     cpu = cpu_until(samples, last + CPU_TAIL_S)
     return Row(f"squall ({args.workers} worker{'s' if args.workers > 1 else ''})", m["pages"], available,
@@ -393,7 +381,7 @@ def scrapy_version(py: Path) -> str:
                           text=True, check=True).stdout.strip()
 
 
-def run_scrapy(py: Path, served: ServedFarm, ips: list[str], args: argparse.Namespace, workdir: Path,
+def run_scrapy(py: Path, served: ServedSite, ips: list[str], args: argparse.Namespace, workdir: Path,
                available: int) -> Row:
     workdir.mkdir(parents=True, exist_ok=True)
     timeout = args.timeout or 3 * args.pages * args.delay + 120
@@ -408,7 +396,7 @@ def run_scrapy(py: Path, served: ServedFarm, ips: list[str], args: argparse.Name
                        stderr=subprocess.STDOUT, timeout=timeout + 60, check=False)
     wall = time.time() - t0
     stats = json.loads((workdir / "scrapy-stats.json").read_text()) if (workdir / "scrapy-stats.json").exists() else {}
-    m = measure(served.server.requests, set(ips), args.delay, args.pages, served.links_of)
+    m = measure(served.server.requests, set(ips), args.delay, args.pages, links_of(served.server.spec))
     return Row("scrapy", m["pages"], available, m["elapsed_s"], m["bound_pps"], m["min_gap_s"], m["p1_gap_s"],
                m["violations"], m["duplicates"], stats.get("cpu_s"), stats.get("rss_mb"), wall, m["links"])
 
@@ -494,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = SiteSpec(hosts={})
     for block in ips.values():
         spec.hosts.update(farm(block, args.pages, args.links, args.offsite).hosts)
-    served = ServedFarm(spec)
+    served = ServedSite(spec, None)
     available = args.hosts * args.pages
     print(f"# {args.hosts} hosts x {args.pages} pages, delay {args.delay} s, {args.workers} worker(s), "
           f"{args.links} same-host link(s) + {args.offsite} offsite per page; {machine()}", flush=True)

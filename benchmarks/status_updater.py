@@ -36,30 +36,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 MAX_DEPTH = 3  # urlfilters.max.depth of the run: links of pages at depth 3 are refused (trap.depth)
 _CONF = Path(tempfile.mkdtemp(prefix="squall-subench-")) / "crawler-conf.yaml"
 _CONF.write_text(f"urlfilters.max.depth: {MAX_DEPTH}\ntopology.id: bench-status-updater\n")
 os.environ["SQUALL_CONF"] = str(_CONF)
-
-
-class JsonTable(dict):
-    """A dict standing for a Faust table with a JSON value serializer: values stored as JSON bytes."""
-
-    def __setitem__(self, key: bytes, value: Any) -> None:
-        super().__setitem__(key, json.dumps(value).encode())
-
-    def __getitem__(self, key: bytes) -> Any:
-        return json.loads(super().__getitem__(key))
-
-    def get(self, key: bytes, default: Any = None) -> Any:
-        raw = super().get(key)
-        return default if raw is None else json.loads(raw)
-
-    def values(self):  # noqa: ANN201
-        return [json.loads(v) for v in super().values()]
 
 
 def page_html(host: str, k: int, n_pages: int, links: int, offsite: int, hosts: list[str], rng: random.Random) -> bytes:
@@ -82,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import topology  # noqa: F401 (declares the app and imports the agents)
+    from tests.unit.test_status_updater import JsonTable  # a dict that stores JSON, as Faust tables do
     import agents.common as common
     import agents.status_updater as su
     from agents import parser

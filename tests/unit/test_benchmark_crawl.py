@@ -43,7 +43,7 @@ def test_the_measures_of_a_polite_crawl():
     requests = [req("a", "/robots.txt", 0.0), req("a", "/", 1.0), req("a", "/p/0", 2.5),
                 req("b", "/robots.txt", 0.2), req("b", "/", 1.2), req("b", "/p/0", 2.2),
                 req("other", "/", 1.1)]
-    m = bench.measure(requests, {"a", "b"}, delay, pages_per_host=2, links_of={("a", "/"): 3, ("b", "/p/0"): 2})
+    m = bench.measure(requests, {"a", "b"}, delay, pages_per_host=2, links_per_page={("a", "/"): 3, ("b", "/p/0"): 2})
     assert m["pages"] == 4
     assert m["elapsed_s"] == pytest.approx(2.5)
     assert m["bound_pps"] == pytest.approx(2 / delay)  # N / D: 4 pages over 2 delays
