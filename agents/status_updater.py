@@ -1,25 +1,29 @@
 """Status updater (StormCrawler's StatusUpdaterBolt): status topic → urls and hosts tables.
 
 For each message: decode, canonicalize, route to the partition of its key,
-then either admit a discovered URL (dedup, scope and trap guards) or apply
-a fetch result (:func:`squall.schedule.apply`), and keep the due index in
-step. Bad input goes to the dead-letter topic; the stream goes on.
+then either admit discovered URLs (dedup, scope and trap guards; a batch of
+outlinks of one page shares one read and one write of its host record) or
+apply a fetch result (:func:`squall.schedule.apply`), and keep the due index
+in step. Bad input goes to the dead-letter topic; the stream goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
-from agents.common import deadletter, load_host, save_host
+from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
 from squall import metadata as md
 from squall.errors import InvalidURL, MessageError
+from squall.frontier import HostRecord
 from squall.partition import partition_for_key, partition_key
 from squall.records import StatusMessage
 from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.scope import ScopeConfig, check
+from squall.sitemaps import is_marked, lastmod_of
 from squall.urls import NormalizerConfig, canonicalize
 from topology import app, settings, status_topic, urls_table
 
@@ -34,49 +38,143 @@ PERSIST = tuple(settings["metadata.persist"])
 @app.agent(status_topic)
 async def status_updater(stream):
     async for event in stream.events():
-        try:
-            msg = StatusMessage.from_bytes(event.value)
-            url = canonicalize(msg.url, NORMALIZER, seed=msg.seed)   # userinfo: dropped from links, refused in seeds
-        except (MessageError, InvalidURL) as exc:
-            await deadletter(event.value, exc)
-            continue
+        done = handle(event.value, event.message.partition, time.time())
+        for key, partition, value in done.reroutes:
+            await status_topic.send(key=key, value=value, partition=partition)
+        for value, exc in done.dead:
+            await deadletter(value, exc)
+
+
+@dataclass
+class Handled:
+    """What :func:`handle` leaves to the agent: messages to send on and messages to dead-letter.
+
+    ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
+    another partition; ``dead``: (message bytes, the error) to dead-letter.
+    """
+
+    reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
+    dead: list[tuple[bytes, Exception]] = field(default_factory=list)
+
+
+def handle(value: bytes, partition: int, now_s: float) -> Handled:
+    """Decode one status message consumed from ``partition`` and apply it; never raises for bad input.
+
+    Every URL of the message (``url`` and a batch's ``more_urls``) is
+    canonicalized; those whose partition key maps to another partition (a
+    producer with another partitioner, e.g. kcat's default) are routed to
+    their owner, the others applied by :func:`update`, one call per key.
+    """
+    done = Handled()
+    try:
+        msg = StatusMessage.from_bytes(value)
+        canon = _seed_canonical if msg.seed else CANONICAL   # seeds are few: not memoized
+        url = canon(msg.url)
         key = partition_key(url, MODE)
-        partition = partition_for_key(key, PARTITIONS)
-        if partition != event.message.partition:
-            # produced with another partitioner (e.g. kcat's default): route it to its owner
-            await status_topic.send(key=key.encode(), value=event.value, partition=partition)
-            continue
+    except (MessageError, InvalidURL) as exc:
+        done.dead.append((value, exc))
+        return done
+    if partition_for_key(key, PARTITIONS) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
+        return done
+    by_key: dict[str, list[str]] = {key: [url]}
+    owner: dict[str, int] = {key: partition}   # partition of each key met (murmur2 once per key)
+    for more in msg.more_urls:
         try:
-            update(msg, url, key, time.time())
+            canonical = canon(more)
+            other = partition_key(canonical, MODE)
+        except InvalidURL as exc:
+            done.dead.append((_single(msg, more), exc))
+            continue
+        if other not in owner:
+            owner[other] = partition_for_key(other, PARTITIONS)
+        if owner[other] == partition:
+            by_key.setdefault(other, []).append(canonical)
+        else:
+            done.reroutes.append((other.encode(), owner[other], _single(msg, more)))
+    for other in msg.rejected:
+        if partition_for_key(other, PARTITIONS) == partition:
+            by_key.setdefault(other, [])
+        else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
+            log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    for other, urls in by_key.items():
+        try:
+            update(msg, urls, other, now_s, msg.rejected.get(other))
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
-            log.exception("squall: status update of %s failed", url)
-            await deadletter(event.value, exc)
+            log.exception("squall: status update of %s failed", urls[0] if urls else other)
+            done.dead.append((value, exc))
+    return done
 
 
-def update(msg: StatusMessage, url: str, key: str, now_s: float) -> None:
-    """Apply one decoded status message to the tables and the due index."""
-    host = load_host(key)
+def _seed_canonical(url: str) -> str:
+    """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.urls.canonicalize`."""
+    return canonicalize(url, NORMALIZER, seed=True)
+
+
+def _single(batch: StatusMessage, url: str) -> bytes:
+    """The message of one URL of a batch, on its own (for another partition, or the dead-letter topic)."""
+    return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
+
+
+def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
+           rejected: Mapping[str, int] | None = None) -> None:
+    """Apply one decoded status message to the tables and the due index, for one partition key.
+
+    ``urls``: the message's canonical URLs of partition key ``key`` (one for
+    a fetch result, any number for a batch of outlinks); ``rejected``: the
+    parse step's refusals of links of ``key``, per reason. The host record is
+    read once and written once (when it changed), before the URL records.
+    """
+    host = start = load_host(key)
     if msg.seed and not host.seeded:
         host = replace(host, seeded=True)
+    if rejected:
+        counts = dict(host.rejected)
+        for reason, n in rejected.items():
+            counts[reason] = counts.get(reason, 0) + n
+        host = replace(host, rejected=counts)
+    stores: list[UrlRecord] = []
+    for url in urls:
+        host = _apply(msg, url, key, host, now_s, stores)
+    if host is not start:
         save_host(host)
+    for record in stores:
+        _store(record)
+
+
+def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float,
+           stores: list[UrlRecord]) -> HostRecord:
+    """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
+    discovered = msg.fetched_at_s is None
+    if discovered and not _news_for_known(msg) and url.encode() in urls_table:
+        return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     raw = urls_table.get(url.encode())
     if raw is None:
-        if msg.fetched_at_s is None:
+        if discovered:
             reason = check(url, depth=msg.depth, host_seeded=host.seeded, host_url_count=host.url_count,
                            config=SCOPE)
             if reason is not None:
-                save_host(host.with_rejection(reason.value))
-                return
+                return host.with_rejection(reason.value)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
-        save_host(replace(host, url_count=host.url_count + 1))
-        if msg.fetched_at_s is None:
-            _store(record)
-            return
+        host = replace(host, url_count=host.url_count + 1)
+        if discovered:
+            stores.append(record)
+            return host
     else:
         record = UrlRecord.from_dict(raw)
     updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
-    if updated is not record:
-        _store(updated)
+    if updated is not record or raw is None:
+        stores.append(updated)
+    return host
+
+
+def _news_for_known(msg: StatusMessage) -> bool:
+    """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
+
+    The cases :func:`squall.schedule.apply` acts on for a rediscovery; any
+    other rediscovery is skipped without reading the stored record.
+    """
+    return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None
 
 
 def _store(record: UrlRecord) -> None:
