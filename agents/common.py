@@ -1,4 +1,4 @@
-"""Small helpers the agents share: host records and the dead-letter topic."""
+"""Small helpers the agents share: host records, the canonicalizer memo and the dead-letter topic."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import json
 import logging
 
 from squall.frontier import HostRecord
-from topology import deadletter_topic, hosts_table
+from squall.urls import CanonicalCache, NormalizerConfig
+from topology import deadletter_topic, hosts_table, settings
 
 log = logging.getLogger("squall.agents")
+# one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
+CANONICAL = CanonicalCache(NormalizerConfig.from_settings(settings))
 
 
 def load_host(key: str) -> HostRecord:

@@ -2,24 +2,31 @@
 
 Turns a fetched page into DISCOVERED outlinks (canonical, depth + 1, with
 the metadata ``metadata.transfer`` passes on), honouring ``<base href>``,
-``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Why there is
-no parse topic: see :mod:`topology`.
+``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Links go out
+batched, one status message per Kafka partition
+(:func:`squall.scope.batch_outlinks`); those refused whatever their host
+(scheme, include/exclude, depth, query parameters, repeated segments) are
+only counted in it, never sent one by one. Why there is no parse topic: see
+:mod:`topology`.
 """
 
 from __future__ import annotations
 
+from agents.common import CANONICAL
 from agents.sitemaps import parse_sitemap
 from squall import metadata as md
-from squall.errors import InvalidURL
 from squall.http import FetchResult
 from squall.parse import is_parseable, parse_html
 from squall.records import StatusMessage
 from squall.robots_policy import product_token
+from squall.scope import LinkJudge, ScopeConfig, batch_outlinks
 from squall.sitemaps import is_marked, settle_status
-from squall.urls import NormalizerConfig, canonicalize
 from topology import settings
 
-NORMALIZER = NormalizerConfig.from_settings(settings)
+JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
+# byIP keys need a DNS answer the parse step does not have: its batches then group by host name
+MODE = "byHost" if settings["partition.url.mode"] == "byIP" else settings["partition.url.mode"]
+PARTITIONS = settings["topology.partitions"]
 MIMETYPES = tuple(settings["parser.mimetypes"])
 TRANSFER = tuple(settings["metadata.transfer"])
 AGENT_TOKEN = product_token(settings["http.agent.name"])
@@ -57,17 +64,8 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     if parsed.nofollow:
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
-    out: list[StatusMessage] = []
-    seen: set[str] = set()
-    for link in parsed.outlinks:
-        try:
-            url = canonicalize(link, NORMALIZER)
-        except InvalidURL:
-            continue  # mailto:, javascript:, malformed: not crawlable links
-        if url not in seen and url != result.url:
-            seen.add(url)
-            out.append(StatusMessage(url=url, depth=depth + 1, metadata=inherited))
-    return recorded, out
+    return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
+                                    canonical=CANONICAL, mode=MODE, partitions=PARTITIONS, judge=JUDGE)
 
 
 def settle(status: StatusMessage) -> StatusMessage:

@@ -1,17 +1,19 @@
 """Status updater (StormCrawler's StatusUpdaterBolt): status topic → urls and hosts tables.
 
 For each message: decode, canonicalize, route to the partition of its key,
-then either admit a discovered URL (dedup, scope and trap guards) or apply
-a fetch result (:func:`squall.schedule.apply`), and keep the due index in
-step. Bad input goes to the dead-letter topic; the stream goes on.
+then either admit discovered URLs (dedup, scope and trap guards; a batch of
+outlinks of one page shares one read and one write of its host record) or
+apply a fetch result (:func:`squall.schedule.apply`), and keep the due index
+in step. Bad input goes to the dead-letter topic; the stream goes on.
 
 ``partition.url.mode: byIP``: the key is the address the URL's host resolves
 to (:mod:`squall.address_key`). A host not resolved yet on this worker is
-looked up in its own task while the loop goes on; its message is then sent
-to the partition of its address (its ack held until then, at-least-once). A
-message that reaches the partition holding the URL's record under a key its
-host no longer resolves to takes the record along to the new key's
-partition (``StatusMessage.moved``) and the record is deleted here.
+looked up in its own task while the loop goes on; its URL's message is then
+sent to the partition of its address (the event's ack held until then,
+at-least-once). A message that reaches the partition holding the URL's
+record under a key its host no longer resolves to takes the record along to
+the new key's partition (``StatusMessage.moved``) and the record is deleted
+here.
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from agents.addresses import addresses, host_port
-from agents.common import deadletter, load_host, save_host
+from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
-from squall.address_key import provisional_key, status_key
 from squall import metadata as md
+from squall.address_key import status_key
 from squall.errors import InvalidURL, MessageError
+from squall.frontier import HostRecord
 from squall.partition import partition_for_key, partition_key
 from squall.records import StatusMessage
 from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.scope import ScopeConfig, check
+from squall.sitemaps import is_marked, lastmod_of
 from squall.urls import NormalizerConfig, canonicalize, host_of
 from topology import app, settings, status_topic, urls_table
 
@@ -46,79 +51,157 @@ PERSIST = tuple(settings["metadata.persist"])
 @app.agent(status_topic)
 async def status_updater(stream):
     async for event in stream.events():
-        try:
-            msg = StatusMessage.from_bytes(event.value)
-            url = canonicalize(msg.url, NORMALIZER, seed=msg.seed)   # userinfo: dropped from links, refused in seeds
-        except (MessageError, InvalidURL) as exc:
-            await deadletter(event.value, exc)
-            continue
-        try:
-            key, by_address = _address_key(msg, url, event) if BY_IP else (partition_key(url, MODE), False)
-            if key is None:
-                continue  # byIP: routed once its host is resolved, or refused without a lookup
-            partition = partition_for_key(key, PARTITIONS)
-            if partition != event.message.partition:
-                # produced with another partitioner (e.g. kcat's default), or byIP: route it to its owner
-                value = _moving(msg, url, key, event.value) if by_address else event.value
-                await status_topic.send(key=key.encode(), value=value, partition=partition)
-                if value is not event.value:
-                    _forget(url)
-                continue
-            update(msg, url, key, time.time())
-        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
-            log.exception("squall: status update of %s failed", url)
-            await deadletter(event.value, exc)
+        done = handle(event.value, event.message.partition, time.time())
+        for key, partition, value in done.reroutes:
+            await status_topic.send(key=key, value=value, partition=partition)
+        for value, exc in done.dead:
+            await deadletter(value, exc)
+        for host, port, value in done.pending:  # byIP: routed once the host is resolved
+            event.message.incref()  # acked by _route_when_resolved once the message is on its way
+            asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
 
 
-def _address_key(msg: StatusMessage, url: str, event) -> tuple[str | None, bool]:  # noqa: ANN001 (faust Event)
-    """byIP: ``(key, by address)`` of ``url`` from this worker's resolutions; key None while it is resolved.
-
-    On None the event's ack is held and the message is sent again, keyed by
-    the resolved address, once the lookup ends (:func:`_route_when_resolved`).
-    A discovered URL that no queue would admit (refused by scope or a trap
-    guard even for a seeded, empty host) is not resolved: its refusal is
-    counted under its host name, on that name's partition (key None here).
-    """
-    host, port = host_port(url)
-    refused = None if msg.fetched_at_s is not None or msg.moved is not None else check(
-        url, depth=msg.depth, host_seeded=True, host_url_count=0, config=SCOPE)
-    if refused is not None:
-        name_key = provisional_key(host)
-        if partition_for_key(name_key, PARTITIONS) != event.message.partition:
-            return name_key, False
-        save_host(load_host(name_key).with_rejection(refused.value))
-        return None, False
-    known = addresses.known(host, port)
-    if known is not None:
-        return status_key(host, known), True
-    event.message.incref()  # acked by _route_when_resolved once the message is on its way
-    asyncio.get_running_loop().create_task(_route_when_resolved(host, port, event))
-    return None, True
-
-
-async def _route_when_resolved(host: str, port: int, event) -> None:  # noqa: ANN001 (faust Event)
+async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:  # noqa: ANN001 (faust Event)
+    """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
     try:
         key = status_key(host, await addresses.resolve(host, port))
-        await status_topic.send(key=key.encode(), value=event.value, partition=partition_for_key(key, PARTITIONS))
+        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, PARTITIONS))
         event.ack()
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not route a status message of %s after resolving it", host)
 
 
-def _moving(msg: StatusMessage, url: str, key: str, value: bytes) -> bytes:
-    """byIP: the message to send to ``key``'s partition (``value`` as received when no record of ``url`` is here).
+@dataclass
+class Handled:
+    """What :func:`handle` leaves to the agent: messages to send on and messages to dead-letter.
 
-    The record travels with the message (and is forgotten here by the
-    caller) so the URL lives with its queue's partition; a seeded name stays
-    seeded under its new key.
+    ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
+    another partition; ``dead``: (message bytes, the error) to dead-letter;
+    ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
+    worker has not resolved yet.
+    """
+
+    reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
+    dead: list[tuple[bytes, Exception]] = field(default_factory=list)
+    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+
+
+def handle(value: bytes, partition: int, now_s: float) -> Handled:
+    """Decode one status message consumed from ``partition`` and apply it; never raises for bad input.
+
+    Every URL of the message (``url`` and a batch's ``more_urls``) is
+    canonicalized; those whose partition key maps to another partition (a
+    producer with another partitioner, e.g. kcat's default) are routed to
+    their owner, the others applied by :func:`update`, one call per key.
+    """
+    done = Handled()
+    try:
+        msg = StatusMessage.from_bytes(value)
+        canon = _seed_canonical if msg.seed else CANONICAL   # seeds are few: not memoized
+        url = canon(msg.url)
+        key = partition_key(url, MODE)
+    except (MessageError, InvalidURL) as exc:
+        done.dead.append((value, exc))
+        return done
+    if BY_IP:
+        return _handle_by_address(msg, canon, [url], value, partition, now_s, done)
+    if partition_for_key(key, PARTITIONS) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
+        return done
+    by_key: dict[str, list[str]] = {key: [url]}
+    owner: dict[str, int] = {key: partition}   # partition of each key met (murmur2 once per key)
+    for more in msg.more_urls:
+        try:
+            canonical = canon(more)
+            other = partition_key(canonical, MODE)
+        except InvalidURL as exc:
+            done.dead.append((_single(msg, more), exc))
+            continue
+        if other not in owner:
+            owner[other] = partition_for_key(other, PARTITIONS)
+        if owner[other] == partition:
+            by_key.setdefault(other, []).append(canonical)
+        else:
+            done.reroutes.append((other.encode(), owner[other], _single(msg, more)))
+    for other in msg.rejected:
+        if partition_for_key(other, PARTITIONS) == partition:
+            by_key.setdefault(other, [])
+        else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
+            log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    for other, urls in by_key.items():
+        try:
+            update(msg, urls, other, now_s, msg.rejected.get(other))
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            log.exception("squall: status update of %s failed", urls[0] if urls else other)
+            done.dead.append((value, exc))
+    return done
+
+
+def _handle_by_address(msg: StatusMessage, canon, urls: list[str], value: bytes, partition: int,  # noqa: ANN001
+                       now_s: float, done: Handled) -> Handled:
+    """byIP: :func:`handle` with keys from this worker's resolutions (``urls``: the canonical first URL).
+
+    A URL whose host is not resolved yet is left ``pending``; those of other
+    partitions are routed there (grouped per key into one batch; a URL whose
+    record is here goes alone, with its record, see :func:`_moving`); the
+    parse step's rejection counts (keyed by host name) stay with the
+    partition of their name.
+    """
+    for more in msg.more_urls:
+        try:
+            urls.append(canon(more))
+        except InvalidURL as exc:
+            done.dead.append((_single(msg, more), exc))
+    by_key: dict[str, list[str]] = {}
+    away: dict[str, list[str]] = {}
+    for url in urls:
+        host, port = host_port(url)
+        known = addresses.known(host, port)
+        if known is None:
+            done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
+            continue
+        key = status_key(host, known)
+        if partition_for_key(key, PARTITIONS) == partition:
+            by_key.setdefault(key, []).append(url)
+            continue
+        moving = _moving(msg, url, key)
+        if moving is None:
+            away.setdefault(key, []).append(url)
+        else:
+            done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), moving))
+            _forget(url)
+    for key, group in away.items():
+        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
+        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
+    rejected: dict[str, Mapping[str, int]] = {}
+    for name, counts in msg.rejected.items():
+        if partition_for_key(name, PARTITIONS) == partition:
+            rejected[name] = counts
+            by_key.setdefault(name, [])
+    for key, group in by_key.items():
+        try:
+            update(msg, group, key, now_s, rejected.get(key))
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            log.exception("squall: status update of %s failed", group[0] if group else key)
+            done.dead.append((value, exc))
+    return done
+
+
+def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
+    """byIP: ``url``'s message for ``key``'s partition with its record from here, or None (no record here).
+
+    The record travels with the message (the caller forgets it here) so the
+    URL lives with its queue's partition; a seeded name stays seeded under
+    its new key.
     """
     raw = urls_table.get(url.encode())
     if raw is None:
-        return value
+        return None
     old = UrlRecord.from_dict(raw)
     seeded = load_host(old.key).seeded_for(host_of(url), BY_IP)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
-    return replace(msg, moved=replace(old, key=key).to_dict(), seed=msg.seed or seeded).to_bytes()
+    return replace(msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(),
+                   seed=msg.seed or seeded).to_bytes()
 
 
 def _forget(url: str) -> None:
@@ -132,39 +215,87 @@ def _forget(url: str) -> None:
     del urls_table[url.encode()]
 
 
-def update(msg: StatusMessage, url: str, key: str, now_s: float) -> None:
-    """Apply one decoded status message to the tables and the due index."""
-    host = load_host(key)
-    name = host_of(url)
-    if msg.seed and not host.seeded_for(name, BY_IP):
-        host = host.with_seed(name)
+def _seed_canonical(url: str) -> str:
+    """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.urls.canonicalize`."""
+    return canonicalize(url, NORMALIZER, seed=True)
+
+
+def _single(batch: StatusMessage, url: str) -> bytes:
+    """The message of one URL of a batch, on its own (for another partition, or the dead-letter topic)."""
+    return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
+
+
+def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
+           rejected: Mapping[str, int] | None = None) -> None:
+    """Apply one decoded status message to the tables and the due index, for one partition key.
+
+    ``urls``: the message's canonical URLs of partition key ``key`` (one for
+    a fetch result, any number for a batch of outlinks); ``rejected``: the
+    parse step's refusals of links of ``key``, per reason. The host record is
+    read once and written once (when it changed), before the URL records.
+    """
+    host = start = load_host(key)
+    if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
+        for url in urls:
+            if not host.seeded_for(host_of(url), True):
+                host = host.with_seed(host_of(url))
+    elif msg.seed and not host.seeded:
+        host = replace(host, seeded=True)
+    if rejected:
+        counts = dict(host.rejected)
+        for reason, n in rejected.items():
+            counts[reason] = counts.get(reason, 0) + n
+        host = replace(host, rejected=counts)
+    stores: list[UrlRecord] = []
+    for url in urls:
+        host = _apply(msg, url, key, host, now_s, stores)
+    if host is not start:
         save_host(host)
+    for record in stores:
+        _store(record)
+
+
+def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float,
+           stores: list[UrlRecord]) -> HostRecord:
+    """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
+    discovered = msg.fetched_at_s is None
+    if discovered and msg.moved is None and not _news_for_known(msg) and url.encode() in urls_table:
+        return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     raw = urls_table.get(url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
-        save_host(replace(host, url_count=host.url_count + 1))
-        _store(UrlRecord.from_dict(raw))
+        host = replace(host, url_count=host.url_count + 1)
+        stores.append(UrlRecord.from_dict(raw))
     if raw is None:
-        if msg.fetched_at_s is None:
-            reason = check(url, depth=msg.depth, host_seeded=host.seeded_for(name, BY_IP),
+        if discovered:
+            reason = check(url, depth=msg.depth, host_seeded=host.seeded_for(host_of(url), BY_IP),
                            host_url_count=host.url_count, config=SCOPE)
             if reason is not None:
-                save_host(host.with_rejection(reason.value))
-                return
+                return host.with_rejection(reason.value)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
-        save_host(replace(host, url_count=host.url_count + 1))
-        if msg.fetched_at_s is None:
-            _store(record)
-            return
+        host = replace(host, url_count=host.url_count + 1)
+        if discovered:
+            stores.append(record)
+            return host
     else:
         record = UrlRecord.from_dict(raw)
         if record.key != key:  # byIP: its host moved to another address of this same partition
             _forget(url)
             record = replace(record, key=key)
-            _store(record)
+            stores.append(record)
     updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
-    if updated is not record:
-        _store(updated)
+    if updated is not record or raw is None:
+        stores.append(updated)
+    return host
+
+
+def _news_for_known(msg: StatusMessage) -> bool:
+    """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
+
+    The cases :func:`squall.schedule.apply` acts on for a rediscovery; any
+    other rediscovery is skipped without reading the stored record.
+    """
+    return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None
 
 
 def _store(record: UrlRecord) -> None:

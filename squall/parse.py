@@ -23,6 +23,7 @@ import codecs
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
@@ -201,8 +202,12 @@ def _resolve_all(base: str, hrefs: Iterable[str]) -> list[str]:
     """Resolve ``hrefs`` against ``base``, keeping the first of each absolute URL."""
     out: list[str] = []
     seen: set[str] = set()
+    origin = _origin(base)
     for href in hrefs:
-        resolved = _resolve(base, href)
+        if origin is not None and href[:1] == "/" and href[1:2] != "/" and href == href.strip(_URL_STRIP_EDGES):
+            resolved = _resolve_rooted(origin, href)   # the same navigation links on every page of a host
+        else:
+            resolved = _resolve(base, href)
         if resolved is not None and resolved not in seen:
             seen.add(resolved)
             out.append(resolved)
@@ -247,6 +252,29 @@ def _attrs(node) -> dict[str, str]:
 
 def _rel(attrs: Mapping[str, str]) -> set[str]:
     return set(attrs.get("rel", "").lower().split())
+
+
+def _origin(base: str) -> str | None:
+    """``scheme://netloc`` of an http(s) ``base`` (None for any other, or an unparsable one)."""
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in _LINK_SCHEMES or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@lru_cache(maxsize=16384)
+def _resolve_rooted(origin: str, href: str) -> str | None:
+    """:func:`_resolve` of a root-relative ``href`` (``/...``, not ``//...``): it depends on the base's origin only.
+
+    RFC 3986 §5.2.2: a reference whose path starts with ``/`` keeps the
+    base's scheme and authority and nothing else of it, so ``origin + "/"``
+    resolves it exactly as the page URL does; memoized (bounded) because
+    pages of a host repeat the same navigation links.
+    """
+    return _resolve(origin + "/", href)
 
 
 def _resolve(base: str, href: str) -> str | None:

@@ -15,7 +15,7 @@ queue.
 from __future__ import annotations
 
 import ipaddress
-from functools import cache
+from functools import cache, lru_cache
 
 import tldextract
 
@@ -91,11 +91,14 @@ def partition_key(url: str, mode: str) -> str:
     return registered_domain(host) if mode == "byDomain" else host
 
 
+@lru_cache(maxsize=65536)
 def partition_for_key(key: str, partitions: int) -> int:
     """Kafka partition of ``key`` among ``partitions``: ``(murmur2(utf8(key)) & 0x7fffffff) % partitions``.
 
     The Java client's default partitioner for keyed records (and aiokafka's
-    ``DefaultPartitioner``), so producers in any language agree.
+    ``DefaultPartitioner``), so producers in any language agree. Memoized
+    (bounded): murmur2 is pure Python, and the parse step asks it for every
+    link while a page's links share a few hosts.
 
     Raises:
         ValueError: ``partitions`` is less than 1.

@@ -108,7 +108,15 @@ class StatusMessage:
     ``priority`` (higher first), ``not_modified`` (a 304 answer).
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
-    (``partition.url.mode: byIP``); absent otherwise.
+    (``partition.url.mode: byIP``; never in a batch); absent otherwise.
+
+    A batch of outlinks of one page to one Kafka partition (what the parse
+    step sends: one message per partition instead of one per link) is a
+    DISCOVERED message whose ``more_urls`` lists the other URLs, sharing
+    ``depth`` and ``metadata``; ``rejected`` counts the links the parse step
+    refused, per partition key then per :class:`Reason` value
+    (``{"example.com": {"trap.depth": 2}}``), added to those hosts'
+    rejection counts by the status updater.
     """
 
     url: str
@@ -127,10 +135,19 @@ class StatusMessage:
     not_modified: bool = False
     truncated: bool = False
     chain: list[str] = field(default_factory=list)
+    more_urls: list[str] = field(default_factory=list)
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)
     moved: dict[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+        """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
+        # built by hand: dataclasses.asdict deep-copies every list and dict (a profile's top entry)
+        obj = {name: getattr(self, name) for name in _STATUS_FIELDS}
+        obj["status"] = self.status.value
+        for name in ("more_urls", "rejected"):
+            if not obj[name]:
+                del obj[name]
+        return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "StatusMessage":
@@ -161,7 +178,31 @@ class StatusMessage:
                 if name == "chain" and not all(isinstance(u, str) for u in value):
                     raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
+        more = obj.get("more_urls")
+        if more:
+            if not isinstance(more, list) or not all(isinstance(u, str) and u for u in more):
+                raise MessageError("field 'more_urls' must be a list of non-empty strings")
+            if status is not Status.DISCOVERED or kwargs.get("fetched_at_s") is not None:
+                raise MessageError("'more_urls' is only for DISCOVERED messages without fetched_at_s")
+            kwargs["more_urls"] = more
+        rejected = obj.get("rejected")
+        if rejected:
+            if not isinstance(rejected, dict) or not all(
+                    isinstance(key, str) and key and isinstance(counts, dict) and all(
+                        r in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                        for r, n in counts.items())
+                    for key, counts in rejected.items()):
+                raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
+            kwargs["rejected"] = rejected
         return cls(url=url, status=status, metadata=metadata, **kwargs)
+
+    def urls(self) -> list[str]:
+        """``url`` then ``more_urls``: every URL this message is about."""
+        return [self.url, *self.more_urls]
+
+
+_STATUS_FIELDS = tuple(StatusMessage.__dataclass_fields__)
+_REASONS = frozenset(r.value for r in Reason)
 
 
 @dataclass(frozen=True)

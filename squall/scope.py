@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from squall.errors import ConfigError, InvalidURL
-from squall.partition import is_public_suffix
-from squall.records import Reason
+from squall.memo import BoundedMemo
+from squall.partition import is_public_suffix, partition_for_key, partition_key
+from squall.records import Reason, StatusMessage
 from squall.traps import TrapConfig, check_url
 from squall.urls import idna_host
 
@@ -127,26 +128,149 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
         host = parts.hostname
     except ValueError:
         return Reason.URL_HOST
-    if parts.scheme.lower() not in config.schemes:
+    reason = _form(parts.scheme, host, config)
+    if reason is not None:
+        return reason
+    assert host is not None  # _form refuses a URL without a host
+    if not _host_in_scope(host, host_seeded, config):
+        return Reason.SCOPE_HOST
+    reason = _regex(url, config) or _depth(depth, config) or _shape(url, parts.query, config)
+    if reason is not None:
+        return reason
+    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
+        return Reason.TRAP_HOST_CAP
+    return None
+
+
+def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
+    """The checks of :func:`check` that need nothing of the URL's host record, or ``None``.
+
+    Scheme and host form, the include/exclude expressions, depth, query
+    parameters and the URL-shape guards of :mod:`squall.traps`: a URL they
+    refuse is refused whatever its host, so the parse step applies them
+    before sending an outlink (issue 7: no out-of-scope link through Kafka).
+    When :func:`check` would refuse a URL for its host first
+    (``SCOPE_HOST``), this one may name another reason. Never raises for a
+    bad URL.
+    """
+    before, after = _verdict(url, config)
+    return before or _depth(depth, config) or after
+
+
+class LinkJudge:
+    """:func:`check_link` for one ``config``, with what does not depend on the depth memoized per URL.
+
+    The parse step judges every link of every page, and most links are
+    rediscoveries: the scheme, host form, expressions, query and URL-shape
+    guards are computed once per URL (bounded by ``max_entries``, oldest
+    first; thread-safe), the depth limit on each call.
+    """
+
+    def __init__(self, config: ScopeConfig, max_entries: int = 65536) -> None:
+        self.config = config
+        self._memo: BoundedMemo[str, tuple[Reason | None, Reason | None]] = BoundedMemo(max_entries)
+
+    def __call__(self, url: str, depth: int) -> Reason | None:
+        """``check_link(url, depth=depth, config=self.config)``."""
+        verdict = self._memo.get(url)
+        if verdict is None:
+            verdict = _verdict(url, self.config)
+            self._memo.put(url, verdict)
+        before, after = verdict
+        return before or _depth(depth, self.config) or after
+
+
+def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
+                   canonical: Callable[[str], str], mode: str, partitions: int,
+                   judge: Callable[[str, int], Reason | None]) -> list[StatusMessage]:
+    """DISCOVERED messages for the outlinks of one page: one message per Kafka partition, not one per link.
+
+    ``links``: absolute URLs as found, in document order; ``canonical``: the
+    canonicalizer (:class:`squall.urls.CanonicalCache`), raising
+    :class:`InvalidURL` for a link that is not crawlable (such a link is
+    dropped, as are repeats and ``page_url`` itself); ``depth``: the links'
+    depth (the page's + 1); ``metadata``: what ``metadata.transfer`` passes
+    on; ``mode``: ``partition.url.mode``; ``partitions``:
+    ``topology.partitions`` (a link goes to :func:`partition_for_key` of its
+    key, as every message keyed by it does); ``judge``: (URL, depth) → the
+    reason :func:`check_link` gives (:class:`LinkJudge`).
+
+    Each message carries, for one partition (in order of first appearance):
+    the links ``judge`` admits, as ``url`` then ``more_urls``, and the count
+    of the refused ones per key and reason in ``rejected``. A partition whose
+    every link is refused still gets one message: its ``url`` is the first
+    refused link, left out of ``rejected`` — the status updater checks it
+    itself and counts it then, unless the URL is already known — so every
+    refusal is counted on its host's record, with no message per refused link.
+    """
+    admitted: dict[int, list[str]] = {}
+    refused: dict[int, list[tuple[str, str, Reason]]] = {}
+    seen = {page_url}
+    for link in links:
+        try:
+            url = canonical(link)
+            key = partition_key(url, mode)
+        except InvalidURL:
+            continue  # mailto:, javascript:, malformed, too long: not crawlable links
+        if url in seen:
+            continue
+        seen.add(url)
+        partition = partition_for_key(key, partitions)
+        urls = admitted.setdefault(partition, [])
+        reason = judge(url, depth)
+        if reason is None:
+            urls.append(url)
+        else:
+            refused.setdefault(partition, []).append((url, key, reason))
+    out: list[StatusMessage] = []
+    for partition, urls in admitted.items():
+        no = refused.get(partition, [])
+        if not urls:
+            urls, no = [no[0][0]], no[1:]
+        counts: dict[str, dict[str, int]] = {}
+        for _, key, reason in no:
+            per_key = counts.setdefault(key, {})
+            per_key[reason.value] = per_key.get(reason.value, 0) + 1
+        out.append(StatusMessage(url=urls[0], depth=depth, metadata=metadata, more_urls=urls[1:], rejected=counts))
+    return out
+
+
+def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
+    if scheme.lower() not in config.schemes:
         return Reason.URL_SCHEME
     if not host:
         return Reason.URL_HOST
-    if not _host_in_scope(host, host_seeded, config):
-        return Reason.SCOPE_HOST
+    return None
+
+
+def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None]:
+    """check_link's depth-independent reasons: (before the depth limit, after it) in check's order."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST, None
+    before = _form(parts.scheme, host, config) or _regex(url, config)
+    return before, None if before is not None else _shape(url, parts.query, config)
+
+
+def _regex(url: str, config: ScopeConfig) -> Reason | None:
     if config.include and not any(p.search(url) for p in config.include):
         return Reason.SCOPE_REGEX
     if any(p.search(url) for p in config.exclude):
         return Reason.SCOPE_REGEX
-    if config.max_depth != -1 and depth > config.max_depth:
-        return Reason.TRAP_DEPTH
-    if config.max_query_params != -1 and _query_params(parts.query) > config.max_query_params:
-        return Reason.TRAP_QUERY_PARAMS
-    shape = check_url(url, config.traps)
-    if shape is not None:
-        return shape
-    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
-        return Reason.TRAP_HOST_CAP
     return None
+
+
+def _depth(depth: int, config: ScopeConfig) -> Reason | None:
+    return Reason.TRAP_DEPTH if config.max_depth != -1 and depth > config.max_depth else None
+
+
+def _shape(url: str, query: str, config: ScopeConfig) -> Reason | None:
+    """The query-parameter count, then the URL-shape guards of :mod:`squall.traps`."""
+    if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
+        return Reason.TRAP_QUERY_PARAMS
+    return check_url(url, config.traps)
 
 
 def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:

@@ -55,6 +55,7 @@ import idna
 from w3lib.url import safe_url_string
 
 from squall.errors import InvalidURL
+from squall.memo import BoundedMemo
 from squall.records import Reason
 
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
@@ -130,6 +131,39 @@ def canonicalize(url: str, config: NormalizerConfig, base: str | None = None, *,
         raise
     except (ValueError, UnicodeError) as exc:   # port out of range, bad IPv6 brackets, IDNA failures
         raise InvalidURL(Reason.URL_MALFORMED.value, url) from exc
+
+
+class CanonicalCache:
+    """A bounded memo of :func:`canonicalize` (no base, not a seed) for one ``config``: URL as found → canonical.
+
+    A worker canonicalizes each outlink twice, in the parse step and again in
+    the status updater (which also accepts URLs from any producer), and most
+    links are rediscoveries of the same few URLs. Each result is stored under
+    the URL as found *and* under the canonical URL itself (canonicalization is
+    idempotent), so the status updater's second call is a dict lookup.
+    Failures are not cached (``InvalidURL`` is raised again each time).
+    ``max_entries`` (≥ 2) bounds the memory, oldest entries first; thread-safe
+    (:class:`squall.memo.BoundedMemo`: the fetcher parses pages in threads).
+    """
+
+    def __init__(self, config: NormalizerConfig, max_entries: int = 65536) -> None:
+        if max_entries < 2:
+            raise ValueError(f"max_entries must be at least 2, got {max_entries}")
+        self.config = config
+        self._memo: BoundedMemo[str, str] = BoundedMemo(max_entries)
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def __call__(self, url: str) -> str:
+        """``canonicalize(url, self.config)``; raises :class:`InvalidURL` like it."""
+        found = self._memo.get(url)
+        if found is not None:
+            return found
+        canonical = canonicalize(url, self.config)
+        self._memo.put(url, canonical)
+        self._memo.put(canonical, canonical)
+        return canonical
 
 
 def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bool) -> str:

@@ -172,18 +172,21 @@ async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressC
         assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
 
 
-async def test_a_discovered_url_no_queue_would_admit_is_not_resolved(by_ip: AddressCache, sent: Sent,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+
+async def test_a_batch_of_outlinks_goes_on_per_address_and_waits_for_an_unresolved_host(
+        by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
     async def resolve(host: str, port: int) -> list[str]:
-        raise AssertionError("resolved a URL that is refused anyway")
+        return [NEW_IP]
 
     monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
-    from dataclasses import replace
-
-    monkeypatch.setattr(su, "SCOPE", replace(su.SCOPE, max_depth=2))
+    by_ip.put("a.example", 443, Resolution.resolved([OLD_IP], time.time()))
+    by_ip.put("b.example", 443, Resolution.resolved([OLD_IP], time.time()))
+    batch = {"url": "https://a.example/1", "more_urls": ["https://b.example/2", "https://a.example/3",
+                                                         "https://new.example/4"], "depth": 1}
     async with status_updater.test_context() as agent:
-        await agent.put(key=b"x", value=f'{{"url": "{URL}", "depth": 9}}'.encode(),
-                        partition=partition_for_key(HOST, PARTITIONS))
-    assert sent.of(topology.status_topic) == []
-    assert URL.encode() not in topology.urls_table
-    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).rejected == {"trap.depth": 1}
+        await agent.put(key=b"a.example", value=json.dumps(batch).encode(), partition=0)
+        await asyncio.sleep(0.1)
+    routed = [(k, p, [v["url"], *v.get("more_urls", [])]) for k, v, p in sent.of(topology.status_topic)]
+    assert routed == [(OLD_IP.encode(), partition_for_key(OLD_IP, PARTITIONS),
+                       ["https://a.example/1", "https://b.example/2", "https://a.example/3"]),
+                      (NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS), ["https://new.example/4"])]

@@ -324,3 +324,25 @@ MIMETYPES = ["text/html", "application/xhtml+xml"]
 ])
 def test_is_parseable_matches_the_mime_type_against_the_list(content_type, mimetypes, expected):
     assert is_parseable(content_type, mimetypes) is expected
+
+
+# ---------------------------------------------------------------- root-relative links, memoized per origin
+
+@pytest.mark.parametrize("base", [
+    "http://example.com/a/b/c?q=1", "https://Example.com:8443/dir/page;params?x#frag", "http://u@h.example/x/",
+])
+@pytest.mark.parametrize("href", [
+    "/p/1", "/a/./b/../c", "/../x", "/p?q=1#f", "/;p?q", "/\t/other.example/x", "/with space", "/%41",
+])
+def test_a_root_relative_link_resolves_the_same_through_the_origin_memo(base, href):
+    from squall.parse import _origin, _resolve, _resolve_rooted
+
+    origin = _origin(base)
+    assert origin is not None
+    assert _resolve_rooted(origin, href) == _resolve(base, href)
+
+
+def test_root_relative_links_of_a_page_resolve_against_its_origin():
+    body = b'<a href="/x/../y">1</a><a href="//cdn.example/z">2</a><a href="rel">3</a>'
+    result = parse_html(body, url="https://example.com/dir/page")
+    assert result.outlinks == ("https://example.com/y", "https://cdn.example/z", "https://example.com/dir/rel")

@@ -178,3 +178,43 @@ def test_a_bad_signal_message_is_refused(raw):
 
 def test_only_final_statuses_are_final():
     assert {s for s in Status if s.final} == {Status.FETCHED, Status.REDIRECTION, Status.ERROR}
+
+
+# ---------------------------------------------------------------- batches of outlinks (more_urls, rejected)
+
+def test_a_batch_of_outlinks_survives_a_round_trip_and_lists_every_url():
+    msg = StatusMessage(url="https://example.com/a", depth=3, metadata={"k": ["v"]},
+                        more_urls=["https://example.com/b", "https://example.com/c"],
+                        rejected={"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}})
+    assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+    assert msg.urls() == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]
+
+
+def test_a_message_without_a_batch_encodes_no_batch_fields():
+    obj = json.loads(StatusMessage(url="https://example.com/").to_bytes())
+    assert "more_urls" not in obj and "rejected" not in obj
+
+
+def test_the_hand_built_encoding_matches_the_dataclass_fields():
+    msg = StatusMessage(url="u", status=Status.FETCHED, fetched_at_s=NOW, chain=["c"])
+    obj = json.loads(msg.to_bytes())
+    assert obj == {"url": "u", "status": "FETCHED", "depth": 0, "metadata": {}, "fetched_at_s": NOW, "seed": False,
+                   "not_modified": False, "truncated": False, "chain": ["c"]}
+
+
+@pytest.mark.parametrize("fields", [
+    {"more_urls": "https://example.com/b"},
+    {"more_urls": ["https://example.com/b", 3]},
+    {"more_urls": [""]},
+    {"more_urls": ["https://example.com/b"], "status": "FETCHED"},
+    {"more_urls": ["https://example.com/b"], "fetched_at_s": NOW},
+    {"rejected": ["trap.depth"]},
+    {"rejected": {"trap.depth": 1}},
+    {"rejected": {"example.com": {"trap.depth": 0}}},
+    {"rejected": {"example.com": {"trap.depth": True}}},
+    {"rejected": {"example.com": {"not.a.reason": 1}}},
+    {"rejected": {"": {"trap.depth": 1}}},
+])
+def test_a_malformed_batch_is_refused(fields):
+    with pytest.raises(MessageError):
+        StatusMessage.from_bytes(encode({"url": "https://example.com/a", **fields}))

@@ -9,8 +9,10 @@ import pytest
 
 from squall.errors import ConfigError
 from squall.records import Reason
-from squall.scope import ScopeConfig, check
+from squall.records import StatusMessage
+from squall.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
 from squall.traps import TrapConfig
+from squall.urls import CanonicalCache, NormalizerConfig
 
 OPEN = ScopeConfig(
     hosts_allow=frozenset(),
@@ -237,3 +239,96 @@ def test_allow_lists_spell_idn_hosts_as_canonical_urls_do_with_idna_2008() -> No
     assert config.hosts_allow == {"xn--fa-hia.de"}
     assert admit("http://xn--fa-hia.de/", config, host_seeded=False) is None
     assert admit("http://fass.de/", config, host_seeded=False) is Reason.SCOPE_HOST
+
+
+# ---------------------------------------------------------------- check_link (no host record needed)
+
+@pytest.mark.parametrize("url, depth, expected", [
+    ("https://example.com/a", 10, None),
+    ("ftp://example.com/a", 0, Reason.URL_SCHEME),
+    ("https:///a", 0, Reason.URL_HOST),
+    ("https://example.com/a", 11, Reason.TRAP_DEPTH),
+    ("https://example.com/a?a=1&b=2&c=3&d=4", 0, Reason.TRAP_QUERY_PARAMS),
+    ("https://example.com/x/x/x/x", 0, Reason.TRAP_REPEATED_SEGMENTS),
+    # host-dependent guards are not check_link's: an unseeded host, a full host
+    ("https://elsewhere.example.net/a", 0, None),
+])
+def test_check_link_applies_only_the_guards_that_need_no_host_record(url, depth, expected):
+    assert check_link(url, depth=depth, config=OPEN) is expected
+
+
+def test_check_link_applies_the_include_and_exclude_expressions():
+    config = replace(OPEN, include=(re.compile(r"/docs/"),), exclude=(re.compile(r"\.pdf$"),))
+    assert check_link("https://example.com/docs/a", depth=0, config=config) is None
+    assert check_link("https://example.com/blog/a", depth=0, config=config) is Reason.SCOPE_REGEX
+    assert check_link("https://example.com/docs/a.pdf", depth=0, config=config) is Reason.SCOPE_REGEX
+
+
+@pytest.mark.parametrize("url, depth", [
+    ("https://example.com/a", 10), ("https://example.com/a", 11), ("https://example.com/x/x/x/x", 0),
+    ("https://example.com/a?a=1&b=2&c=3&d=4", 2), ("ftp://example.com/", 0),
+])
+def test_check_link_agrees_with_check_for_a_seeded_host_with_room(url, depth):
+    assert check_link(url, depth=depth, config=OPEN) is admit(url, depth=depth)
+
+
+# ---------------------------------------------------------------- batch_outlinks
+
+CANON = CanonicalCache(NormalizerConfig())
+
+
+def batch(links: list[str], depth: int = 1, config: ScopeConfig = OPEN, page: str = "https://a.example/",
+          partitions: int = 4) -> list[StatusMessage]:
+    # with 4 partitions: a.example -> 2, b.example -> 1, c.example -> 0; with 2: a and c -> 0, b -> 1
+    return batch_outlinks(links, page_url=page, depth=depth, metadata={"k": ["v"]}, canonical=CANON,
+                          mode="byHost", partitions=partitions, judge=LinkJudge(config))
+
+
+def test_outlinks_go_out_as_one_message_per_partition_in_order_of_first_appearance():
+    out = batch(["https://a.example/1", "https://b.example/1", "https://A.example/2#x", "https://a.example/1",
+                 "https://a.example/", "mailto:x@y.z", "https://b.example/2"])
+    assert [(m.url, m.more_urls, m.rejected, m.depth, m.metadata) for m in out] == [
+        ("https://a.example/1", ["https://a.example/2"], {}, 1, {"k": ["v"]}),
+        ("https://b.example/1", ["https://b.example/2"], {}, 1, {"k": ["v"]}),
+    ]
+
+
+def test_hosts_of_one_partition_share_one_message():
+    out = batch(["https://a.example/1", "https://b.example/1", "https://c.example/1"], partitions=2)
+    assert [m.urls() for m in out] == [["https://a.example/1", "https://c.example/1"], ["https://b.example/1"]]
+
+
+def test_links_refused_whatever_their_host_are_counted_per_key_and_reason_and_not_sent():
+    out = batch(["https://a.example/ok", "https://a.example/x/x/x/x", "https://a.example/q?a&b&c&d",
+                 "https://a.example/y/y/y/y", "https://c.example/z/z/z/z"], partitions=2)
+    assert len(out) == 1
+    assert out[0].urls() == ["https://a.example/ok"]
+    assert out[0].rejected == {"a.example": {"trap.repeated_segments": 2, "trap.query_params": 1},
+                               "c.example": {"trap.repeated_segments": 1}}
+
+
+def test_a_partition_whose_links_are_all_refused_sends_its_first_link_for_the_status_updater_to_check_and_count():
+    out = batch(["https://a.example/1", "https://a.example/2", "https://a.example/3"], depth=11)
+    assert len(out) == 1
+    assert out[0].urls() == ["https://a.example/1"]
+    assert out[0].rejected == {"a.example": {"trap.depth": 2}}  # the third refusal is the status updater's
+    assert admit(out[0].url, depth=out[0].depth) is Reason.TRAP_DEPTH
+
+
+def test_a_page_without_crawlable_links_sends_nothing():
+    assert batch(["mailto:a@b.c", "javascript:void(0)", "https://a.example/"]) == []
+
+
+def test_batches_survive_the_status_topic_encoding():
+    for msg in batch(["https://a.example/1", "https://a.example/2", "https://a.example/x/x/x/x"]):
+        assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+
+
+@pytest.mark.parametrize("url", [
+    "https://example.com/a", "ftp://example.com/", "https://example.com/x/x/x/x", "https://example.com/q?a&b&c&d",
+    "https:///a",
+])
+def test_the_link_judge_gives_check_links_answer_at_every_depth_from_one_memoized_verdict(url):
+    judge = LinkJudge(OPEN)
+    for depth in (0, 10, 11, 3, 12):
+        assert judge(url, depth) is check_link(url, depth=depth, config=OPEN)

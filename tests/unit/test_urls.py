@@ -10,7 +10,7 @@ import pytest
 from squall import urls
 from squall.errors import InvalidURL
 from squall.records import Reason
-from squall.urls import NormalizerConfig, canonicalize, host_of, origin_of, robots_url
+from squall.urls import CanonicalCache, NormalizerConfig, canonicalize, host_of, origin_of, robots_url
 
 SEED_002_REMOVE = ("utm_*", "fbclid", "gclid", "sid", "session_id", "PHPSESSID", "ref", "_ga", "mc_eid")
 CONFIG = NormalizerConfig(query_remove=SEED_002_REMOVE)
@@ -316,3 +316,38 @@ def test_cli_with_traps_judges_each_canonical_url_by_the_trap_guards(
         "http://example.com/x/shop.example/x/shop.example/\trefused: trap.host_segment",
         "http://example.com/?p=1&p=1&p=1\trefused: trap.repeated_query_param",
     ]
+
+
+# ---------------------------------------------------------------- CanonicalCache
+
+def test_the_canonical_cache_gives_what_canonicalize_gives_and_memoizes_the_canonical_form_too():
+    config = NormalizerConfig()
+    cache = CanonicalCache(config)
+    found = "HTTP://Example.COM:80/a/./b/../c#frag"
+    assert cache(found) == canonicalize(found, config) == "http://example.com/a/c"
+    assert len(cache) == 2  # the URL as found and the canonical URL itself
+    assert cache("http://example.com/a/c") == "http://example.com/a/c"
+    assert len(cache) == 2
+
+
+def test_the_canonical_cache_raises_for_invalid_urls_every_time_and_stores_nothing():
+    cache = CanonicalCache(NormalizerConfig())
+    for _ in range(2):
+        with pytest.raises(InvalidURL) as exc:
+            cache("mailto:someone@example.com")
+        assert exc.value.reason == "url.scheme"
+    assert len(cache) == 0
+
+
+def test_the_canonical_cache_is_bounded_and_evicts_the_oldest_entries_first():
+    cache = CanonicalCache(NormalizerConfig(), max_entries=4)
+    for i in range(10):
+        assert cache(f"http://example.com/{i}") == f"http://example.com/{i}"
+        assert len(cache) <= 4
+    assert cache("http://example.com/9") == "http://example.com/9"
+
+
+def test_a_canonical_cache_needs_room_for_two_entries():
+    with pytest.raises(ValueError):
+        CanonicalCache(NormalizerConfig(), max_entries=1)
+
