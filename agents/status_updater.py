@@ -164,12 +164,18 @@ def _handle_by_address(msg: StatusMessage, canon, urls: list[str], value: bytes,
         if partition_for_key(key, PARTITIONS) == partition:
             by_key.setdefault(key, []).append(url)
             continue
-        moving = _moving(msg, url, key)
+        try:
+            moving = _moving(msg, url, key)
+            if moving is not None:
+                _forget(url)
+        except (ValueError, TypeError, KeyError) as exc:  # a stored record of an older shape
+            log.exception("squall: moving %s to %s failed", url, key)
+            done.dead.append((_single(msg, url), exc))
+            continue
         if moving is None:
             away.setdefault(key, []).append(url)
         else:
             done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), moving))
-            _forget(url)
     for key, group in away.items():
         batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
