@@ -63,6 +63,9 @@ app = faust.App(
     topic_allow_declare=True,
     table_standby_replicas=0,
     broker_session_timeout=settings["kafka.session.timeout.secs"],
+    # batch the many small messages of a crawl (statuses, signals, hand-outs, changelogs) into fewer
+    # produce requests; the delay is hidden inside the hand-out lead (frontier.handout.lead.secs)
+    producer_linger=settings["kafka.producer.linger.secs"],
     broker_heartbeat_interval=min(3.0, settings["kafka.session.timeout.secs"] / 3),
     consumer_auto_offset_reset="earliest",
     # `faust worker` starts Faust's web server unless given --without-web; never on all interfaces
