@@ -30,6 +30,14 @@ Re-delivery and take-over (invariants 2 and 3):
 Tasks are created inside the agent's iteration, so they carry the event's
 context: the robots table write of :class:`agents.robots.RobotsService`
 goes to the partition of the URL's host, as Faust requires.
+
+``partition.url.mode: byIP`` (:func:`_address_route`): before it waits for
+a turn, a URL's host is resolved (a fresh cached answer, else a lookup —
+never while the queue is held, seed 004) and :func:`squall.address_key.fetch_route`
+decides: its requests (robots.txt of its origin included) connect to the
+address its key names, with the URL's own Host header and SNI; a host that
+resolves elsewhere now is handed back to move to its new key
+(``fetch.address_changed``); an unresolvable one ends ``fetch.dns``.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents import parser
+from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host
 from agents.observe import audit_request, observe_fetch, observe_result
 from agents.render import render_step
@@ -51,14 +60,15 @@ from agents.robots import RobotsService
 from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from squall import fetch_decision as fd
+from squall.address_key import Connect, Move, fetch_route
 from squall.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, MessageError
 from squall.fetch_queues import FetchQueues
 from squall.http import HttpConfig, HttpFetcher
 from squall.outcome import classify_failure, classify_http
 from squall.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
-from squall.partition import partition_for_key, partition_key
-from squall.records import FetchMessage, SignalKind, StatusMessage
+from squall.partition import is_ip_literal, partition_for_key, partition_key
+from squall.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
 from squall.urls import NormalizerConfig, origin_of
 from squall.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
@@ -67,6 +77,7 @@ log = logging.getLogger("squall.fetcher")
 CONFIG = fd.FetchConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
+BY_IP = MODE == "byIP"
 THREADS: int = settings["fetcher.threads.number"]
 MAX_PENDING: int = settings["fetcher.max.pending.urls"]
 MAX_REDIRECTS: int = settings["http.redirect.max"]
@@ -291,7 +302,8 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
 async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState) -> None:
     observe_result(statuses[0])
     for status in statuses:
-        await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
+        key = msg.key if status.url == msg.url else partition_key(status.url, MODE)  # its own: the queue's key
+        await status_topic.send(key=key.encode(), value=status.to_bytes())
     await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
 
 
@@ -318,6 +330,15 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
     Returns None when there is nothing to report (a stale copy).
     """
     origin = origin_of(msg.url)
+    address = None
+    if BY_IP:
+        if _stale(msg):  # a late copy must not move nor fail a URL whose result was applied
+            log.info("squall: skipping stale hand-out of %s", msg.url)
+            return None
+        routed = await _address_route(msg)
+        if not isinstance(routed, Connect):
+            return routed
+        address = routed.address
     while True:
         turn = await runtime.turn(msg.key)
         now = time.time()
@@ -331,7 +352,7 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
                 return None
             known = runtime.robots.cached(origin)
             if known is None or not known[0].is_fresh(now):
-                blocked = await _robots_turn(msg, origin, turn)
+                blocked = await _robots_turn(msg, origin, turn, address)
                 if blocked is not None:
                     return blocked
                 continue  # robots.txt was a request to this host: the page waits its own turn
@@ -339,17 +360,35 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
                 # still fresh: use it now, refresh in the background (created here, so it carries this event)
                 runtime.refreshing.add(origin)
                 asyncio.get_running_loop().create_task(_refresh_robots(origin, msg.key, event))
-            return await _fetch_page(msg, turn, *known, now)
+            return await _fetch_page(msg, turn, *known, now, address)
         finally:
             # an unexpected error never holds the host: the turn ends as a request (the politer reading)
             turn.end(FetchEnded(fetch_id="aborted:" + fd.fetch_id(msg), kind=SignalKind.OTHER, at_s=time.time()))
 
 
-async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
+async def _address_route(msg: FetchMessage) -> Connect | tuple[list[StatusMessage], FetchEnded, PaceState]:
+    """byIP: Connect to the key's address, or what to report of a URL whose host moved or cannot be used."""
+    host, port = host_port(msg.url)
+    route = fetch_route(msg.key, host, await addresses.fresh(host, port))
+    if isinstance(route, Connect):
+        return route
+    now = time.time()
+    if isinstance(route, Move):  # not attempted: the status updater moves its record to the new key
+        log.info("squall: %s now resolves to %s (queued under %s): moving it", host, route.key, msg.key)
+        status, event_ended = fd.skipped(msg, fd.Skip(Status.DISCOVERED, Reason.FETCH_ADDRESS_CHANGED, now), now)
+        statuses = [status]
+    else:  # fetch.dns (FETCH_ERROR, retried) or fetch.blocked_address (ERROR); no request was made
+        event_ended = fd.ended(msg, SignalKind.OTHER, now, requested=False)
+        statuses = fd.report(msg, classify_failure(route.reason.value), None, now,
+                             runtime.pace(msg.key, now), None, None)
+    return statuses, event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
+
+
+async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn, address: str | None
                        ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
-        entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key))
+        entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key), address)
     except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
         pace = turn.end(event_ended)
@@ -359,7 +398,7 @@ async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn
     return None
 
 
-async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  # noqa: ANN001
+async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float, address: str | None  # noqa: ANN001
                       ) -> tuple[list[StatusMessage], FetchEnded, PaceState]:
     """The page request of a granted turn, and what to report of it."""
     decision = fd.before_fetch(msg, entry, rules, now, CONFIG)
@@ -375,7 +414,7 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float  #
     assert runtime.http is not None and runtime.warc is not None
     runtime.audit(msg.key)
     try:
-        result = await runtime.http.fetch(msg.url, headers=decision.headers)
+        result = await runtime.http.fetch(msg.url, headers=decision.headers, address=address)
     except FetchError as exc:
         outcome = classify_failure(exc.reason)
         event_ended = fd.ended(msg, outcome.signal, time.time(), requested=fd.made_request(exc.reason), go=decision)
@@ -420,7 +459,8 @@ async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001
         if isinstance(turn, HandBack):
             return  # the host is blocked: refresh later
         try:
-            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key))
+            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key),
+                                                        key if BY_IP and is_ip_literal(key) else None)
             turn.end(fd.robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules, time.time(), CONFIG))
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))

@@ -23,11 +23,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 from agents.observe import observe_robots
-from squall.errors import BlockedAddress, FetchError, MessageError
+from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
 from squall.http import HttpFetcher
 from squall.robots_policy import (RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules,
                                   conditional_headers, decide)
-from squall.urls import robots_url
+from squall.urls import origin_of, robots_url
 from topology import robots_table
 
 log = logging.getLogger("squall.robots")
@@ -59,11 +59,13 @@ class RobotsService:
             return None
         return entry, self.cache.put(origin, entry)
 
-    async def refresh(self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]]
-                      ) -> tuple[RobotsEntry, RobotsRules]:
+    async def refresh(self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]],
+                      address: str | None = None) -> tuple[RobotsEntry, RobotsRules]:
         """Fetch robots.txt of ``origin`` now (one fetch per origin at a time) and store the decision.
 
         ``pause`` is awaited before each redirect hop (the queue's delay).
+        ``address`` (byIP): requests to ``origin`` itself connect there, with
+        the origin's Host header (hops to other origins are resolved as usual).
 
         Raises:
             BlockedAddress: the origin's own address is refused (no request was made).
@@ -76,7 +78,7 @@ class RobotsService:
         try:
             previous = self.cached(origin)
             validators = conditional_headers(previous[0] if previous else None)   # a 304 keeps the cached copy
-            outcome = await self._fetch(origin, http, validators, pause)
+            outcome = await self._fetch(origin, http, validators, pause, address)
             observe_robots(outcome.status)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
             if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
@@ -97,7 +99,7 @@ class RobotsService:
             del self._inflight[origin]
 
     async def _fetch(self, origin: str, http: HttpFetcher, validators: dict[str, str],
-                     pause: Callable[[], Awaitable[None]]) -> RobotsFetchOutcome:
+                     pause: Callable[[], Awaitable[None]], address: str | None) -> RobotsFetchOutcome:
         url = robots_url(origin + "/")
         chain = [url]
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
@@ -106,7 +108,8 @@ class RobotsService:
             try:
                 if self.before_request is not None:  # the politeness audit: every hop is a request
                     self.before_request(origin, hop)
-                result = await http.fetch(url, headers=validators if hop == 0 else None)
+                result = await http.fetch(url, headers=validators if hop == 0 else None,
+                                          address=address if _same_origin(url, origin) else None)
             except BlockedAddress:
                 if hop == 0:
                     raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
@@ -126,3 +129,10 @@ class RobotsService:
             url = location
         log.info("squall: robots.txt of %s: more than %d redirects: unreachable", origin, MAX_ROBOTS_REDIRECTS)
         return RobotsFetchOutcome(status=None, redirects=MAX_ROBOTS_REDIRECTS)
+
+
+def _same_origin(url: str, origin: str) -> bool:
+    try:
+        return origin_of(url) == origin
+    except InvalidURL:
+        return False  # not requestable anyway: the fetch refuses it

@@ -18,7 +18,7 @@ from squall.partition import partition_key
 from squall.records import StatusMessage
 from squall.robots_policy import RobotsEntry
 from squall.sitemaps import SitemapConfig, discovery_statuses, discovery_urls, listed_statuses, read_sitemap
-from squall.urls import NormalizerConfig
+from squall.urls import NormalizerConfig, host_of
 from topology import settings, status_topic
 
 log = logging.getLogger("squall.sitemaps")
@@ -40,7 +40,8 @@ async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> Non
     try:
         if entry.blocks_origin:
             return
-        urls = discovery_urls(entry.robots_text, origin=origin, host_seeded=load_host(key).seeded, config=CONFIG)
+        urls = discovery_urls(entry.robots_text, origin=origin, config=CONFIG,
+                               host_seeded=load_host(key).seeded_for(host_of(origin), MODE == "byIP"))
         for status in discovery_statuses(urls, NORMALIZER):
             await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
     except Exception:  # discovery is best effort: the page fetch goes on

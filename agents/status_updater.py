@@ -5,18 +5,30 @@ then either admit discovered URLs (dedup, scope and trap guards; a batch of
 outlinks of one page shares one read and one write of its host record) or
 apply a fetch result (:func:`squall.schedule.apply`), and keep the due index
 in step. Bad input goes to the dead-letter topic; the stream goes on.
+
+``partition.url.mode: byIP``: the key is the address the URL's host resolves
+to (:mod:`squall.address_key`). A host not resolved yet on this worker is
+looked up in its own task while the loop goes on; its URL's message is then
+sent to the partition of its address (the event's ack held until then,
+at-least-once). A message that reaches the partition holding the URL's
+record under a key its host no longer resolves to takes the record along to
+the new key's partition (``StatusMessage.moved``) and the record is deleted
+here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
 from squall import metadata as md
+from squall.address_key import status_key
 from squall.errors import InvalidURL, MessageError
 from squall.frontier import HostRecord
 from squall.partition import partition_for_key, partition_key
@@ -24,7 +36,7 @@ from squall.records import StatusMessage
 from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.scope import ScopeConfig, check
 from squall.sitemaps import is_marked, lastmod_of
-from squall.urls import NormalizerConfig, canonicalize
+from squall.urls import NormalizerConfig, canonicalize, host_of
 from topology import app, settings, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
@@ -32,6 +44,7 @@ NORMALIZER = NormalizerConfig.from_settings(settings)
 SCOPE = ScopeConfig.from_settings(settings)
 SCHEDULE = ScheduleConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
+BY_IP = MODE == "byIP"
 PERSIST = tuple(settings["metadata.persist"])
 
 
@@ -43,6 +56,19 @@ async def status_updater(stream):
             await status_topic.send(key=key, value=value, partition=partition)
         for value, exc in done.dead:
             await deadletter(value, exc)
+        for host, port, value in done.pending:  # byIP: routed once the host is resolved
+            event.message.incref()  # acked by _route_when_resolved once the message is on its way
+            asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
+
+
+async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:  # noqa: ANN001 (faust Event)
+    """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
+    try:
+        key = status_key(host, await addresses.resolve(host, port))
+        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, PARTITIONS))
+        event.ack()
+    except Exception:  # un-acked: re-delivered to the partition's next owner
+        log.exception("squall: could not route a status message of %s after resolving it", host)
 
 
 @dataclass
@@ -50,11 +76,14 @@ class Handled:
     """What :func:`handle` leaves to the agent: messages to send on and messages to dead-letter.
 
     ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
-    another partition; ``dead``: (message bytes, the error) to dead-letter.
+    another partition; ``dead``: (message bytes, the error) to dead-letter;
+    ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
+    worker has not resolved yet.
     """
 
     reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
     dead: list[tuple[bytes, Exception]] = field(default_factory=list)
+    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
 
 
 def handle(value: bytes, partition: int, now_s: float) -> Handled:
@@ -74,6 +103,8 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     except (MessageError, InvalidURL) as exc:
         done.dead.append((value, exc))
         return done
+    if BY_IP:
+        return _handle_by_address(msg, canon, [url], value, partition, now_s, done)
     if partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
         return done
@@ -106,6 +137,90 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     return done
 
 
+def _handle_by_address(msg: StatusMessage, canon, urls: list[str], value: bytes, partition: int,  # noqa: ANN001
+                       now_s: float, done: Handled) -> Handled:
+    """byIP: :func:`handle` with keys from this worker's resolutions (``urls``: the canonical first URL).
+
+    A URL whose host is not resolved yet is left ``pending``; those of other
+    partitions are routed there (grouped per key into one batch; a URL whose
+    record is here goes alone, with its record, see :func:`_moving`); the
+    parse step's rejection counts (keyed by host name) stay with the
+    partition of their name.
+    """
+    for more in msg.more_urls:
+        try:
+            urls.append(canon(more))
+        except InvalidURL as exc:
+            done.dead.append((_single(msg, more), exc))
+    by_key: dict[str, list[str]] = {}
+    away: dict[str, list[str]] = {}
+    for url in urls:
+        host, port = host_port(url)
+        known = addresses.known(host, port)
+        if known is None:
+            done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
+            continue
+        key = status_key(host, known)
+        if partition_for_key(key, PARTITIONS) == partition:
+            by_key.setdefault(key, []).append(url)
+            continue
+        try:
+            moving = _moving(msg, url, key)
+            if moving is not None:
+                _forget(url)
+        except (ValueError, TypeError, KeyError) as exc:  # a stored record of an older shape
+            log.exception("squall: moving %s to %s failed", url, key)
+            done.dead.append((_single(msg, url), exc))
+            continue
+        if moving is None:
+            away.setdefault(key, []).append(url)
+        else:
+            done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), moving))
+    for key, group in away.items():
+        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
+        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
+    rejected: dict[str, Mapping[str, int]] = {}
+    for name, counts in msg.rejected.items():
+        if partition_for_key(name, PARTITIONS) == partition:
+            rejected[name] = counts
+            by_key.setdefault(name, [])
+    for key, group in by_key.items():
+        try:
+            update(msg, group, key, now_s, rejected.get(key))
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
+            log.exception("squall: status update of %s failed", group[0] if group else key)
+            done.dead.append((value, exc))
+    return done
+
+
+def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
+    """byIP: ``url``'s message for ``key``'s partition with its record from here, or None (no record here).
+
+    The record travels with the message (the caller forgets it here) so the
+    URL lives with its queue's partition; a seeded name stays seeded under
+    its new key.
+    """
+    raw = urls_table.get(url.encode())
+    if raw is None:
+        return None
+    old = UrlRecord.from_dict(raw)
+    seeded = load_host(old.key).seeded_for(host_of(url), BY_IP)
+    log.info("squall: %s moves from %s to %s", url, old.key, key)
+    return replace(msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(),
+                   seed=msg.seed or seeded).to_bytes()
+
+
+def _forget(url: str) -> None:
+    """Delete the record of ``url`` from this partition (it moved with its host) and from the due index."""
+    raw = urls_table.get(url.encode())
+    if raw is None:
+        return
+    index = state.index_for_key(UrlRecord.from_dict(raw).key)
+    if index is not None:
+        index.remove(url)
+    del urls_table[url.encode()]
+
+
 def _seed_canonical(url: str) -> str:
     """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.urls.canonicalize`."""
     return canonicalize(url, NORMALIZER, seed=True)
@@ -126,7 +241,11 @@ def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
     read once and written once (when it changed), before the URL records.
     """
     host = start = load_host(key)
-    if msg.seed and not host.seeded:
+    if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
+        for url in urls:
+            if not host.seeded_for(host_of(url), True):
+                host = host.with_seed(host_of(url))
+    elif msg.seed and not host.seeded:
         host = replace(host, seeded=True)
     if rejected:
         counts = dict(host.rejected)
@@ -146,13 +265,17 @@ def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: floa
            stores: list[UrlRecord]) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
     discovered = msg.fetched_at_s is None
-    if discovered and not _news_for_known(msg) and url.encode() in urls_table:
+    if discovered and msg.moved is None and not _news_for_known(msg) and url.encode() in urls_table:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     raw = urls_table.get(url.encode())
+    if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
+        raw = {**msg.moved, "key": key}
+        host = replace(host, url_count=host.url_count + 1)
+        stores.append(UrlRecord.from_dict(raw))
     if raw is None:
         if discovered:
-            reason = check(url, depth=msg.depth, host_seeded=host.seeded, host_url_count=host.url_count,
-                           config=SCOPE)
+            reason = check(url, depth=msg.depth, host_seeded=host.seeded_for(host_of(url), BY_IP),
+                           host_url_count=host.url_count, config=SCOPE)
             if reason is not None:
                 return host.with_rejection(reason.value)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
@@ -162,6 +285,10 @@ def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: floa
             return host
     else:
         record = UrlRecord.from_dict(raw)
+        if record.key != key:  # byIP: its host moved to another address of this same partition
+            _forget(url)
+            record = replace(record, key=key)
+            stores.append(record)
     updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
     if updated is not record or raw is None:
         stores.append(updated)

@@ -3,8 +3,8 @@
 Single-key type checks live in :mod:`squall.settings`; this module holds the
 rules that relate keys to each other, with their sources:
 
-* ``partition.url.mode`` is one of byHost, byDomain (byIP is not implemented
-  yet and is refused with a clear message).
+* ``partition.url.mode`` is one of byHost, byDomain, byIP; byIP's cache
+  keys are in range (:meth:`squall.address_key.AddressConfig.from_settings`).
 * Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
   configuration contract) needs ``partition.url.mode: byHost``,
   ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
@@ -34,11 +34,11 @@ ROBOTS_DELAY_KEY = "robots.crawl.delay"
 
 def validate(values: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` naming the first key that breaks a rule."""
-    mode = values["partition.url.mode"]
-    if mode == "byIP":
-        raise ConfigError("partition.url.mode", "byIP is not implemented yet; use byHost or byDomain")
-    if mode not in ("byHost", "byDomain"):
-        raise ConfigError("partition.url.mode", f"unknown mode {mode!r}; expected byHost or byDomain")
+    from squall.address_key import AddressConfig
+    from squall.partition import validate_mode
+
+    validate_mode(values["partition.url.mode"])
+    AddressConfig.from_settings(values)  # raises ConfigError naming a partition.ip.cache.* key out of range
     for key in ("fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
                 "http.timeout.connect", "http.timeout.read", "http.timeout.total",
                 "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",

@@ -51,6 +51,8 @@ class HostRecord:
     ``crawl_delay`` is the CrawlDelayPolicy state (seed 000) and ``backoff``
     the HostBackoff state (seed 002) as dicts; ``rejected`` counts policy
     rejections of URLs of this host per :class:`squall.records.Reason` value.
+    ``seeded_hosts``: the host names seeded under this key (byIP: one
+    address serves several names, and only a seeded name is in scope).
     """
 
     key: str
@@ -64,9 +66,18 @@ class HostRecord:
     seen_fetch_ids: list[str] = field(default_factory=list)
     crawl_delay: dict[str, Any] | None = None
     backoff: dict[str, Any] | None = None
+    seeded_hosts: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def seeded_for(self, host: str, by_name: bool) -> bool:
+        """Whether ``host`` counts as seeded here: the queue was seeded, or (``by_name``, byIP) that name was."""
+        return host in self.seeded_hosts if by_name else self.seeded
+
+    def with_seed(self, host: str) -> "HostRecord":
+        """This record with ``host`` seeded (and the queue marked seeded)."""
+        return replace(self, seeded=True, seeded_hosts=sorted({*self.seeded_hosts, host}))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HostRecord":

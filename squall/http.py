@@ -405,12 +405,17 @@ class HttpFetcher:
             await self._session.close()
             self._session = None
 
-    async def fetch(self, url: str, *, headers: Mapping[str, str] | None = None) -> FetchResult:
+    async def fetch(self, url: str, *, headers: Mapping[str, str] | None = None,
+                    address: str | None = None) -> FetchResult:
         """GET ``url`` once, redirects not followed.
 
         ``headers`` are sent in addition to ``User-Agent`` (always the
         configured one) and ``Accept-Encoding`` (which they may replace).
-        Any HTTP status is a result, not an error.
+        Any HTTP status is a result, not an error. ``address`` (an IP
+        address, ``partition.url.mode: byIP``): connect there instead of
+        resolving the host, still judged by the SSRF guard; the request keeps
+        the URL's own ``Host`` header and, over TLS, its name for SNI and the
+        certificate check.
 
         Raises:
             BlockedAddress: the host is, or resolves to, a refused address.
@@ -424,12 +429,17 @@ class HttpFetcher:
         target = _checked_target(url, self.config.network)
         request_headers = CIMultiDict({"Accept-Encoding": ACCEPT_ENCODING})
         for name, value in (headers or {}).items():
-            if name.lower() != "user-agent":
+            if name.lower() not in ("user-agent", "host"):
                 request_headers[name] = value  # case-insensitive: replaces a default
         request_headers["User-Agent"] = self.config.user_agent
+        server_hostname = None
+        if address is not None and address != target.raw_host:
+            target, server_hostname = _pinned_target(target, address, self.config.network)
+            request_headers["Host"] = _host_header(URL(url))
         started_at_s = self._clock()
         try:
-            async with self._session.get(target, headers=request_headers, allow_redirects=False) as response:
+            async with self._session.get(target, headers=request_headers, allow_redirects=False,
+                                         server_hostname=server_hostname) as response:
                 self._check_header_block(response)
                 body, truncated = await self._read_body(response)
         except FetchError:
@@ -445,6 +455,35 @@ class HttpFetcher:
             request_headers=[(str(k), str(v)) for k, v in response.request_info.headers.items()],
             http_version=f"HTTP/{response.version.major}.{response.version.minor}" if response.version else "",
         )
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The judged addresses of ``host:port`` through this fetcher's resolver (``http.resolve`` pins included).
+
+        An IP-literal host is judged, never looked up. The byIP mode keys a
+        host by one of them (:mod:`agents.addresses`, :mod:`squall.address_key`).
+
+        Raises:
+            BlockedAddress: the host is, or resolves to, an address the SSRF guard refuses.
+            FetchError: ``fetch.dns``: no answer, no usable address, or none
+                within ``http.timeout.connect``.
+        """
+        literal = host.strip("[]")
+        try:
+            ipaddress.ip_address(literal)
+        except ValueError:
+            pass
+        else:
+            if check_address(literal, self.config.network) is not None:
+                raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"address {host}")
+            return [literal]
+        try:
+            results = await asyncio.wait_for(self._resolver.resolve(host, port, socket.AF_UNSPEC),
+                                             self.config.connect_timeout_s)
+        except BlockedAddress:
+            raise
+        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:  # socket.gaierror is an OSError
+            raise FetchError(Reason.FETCH_DNS.value, f"{host}: {type(exc).__name__}: {exc}") from None
+        return [r["host"] for r in results]
 
     def _check_header_block(self, response: aiohttp.ClientResponse) -> None:
         # aiohttp bounds single lines only; the block may hold up to 128 such lines
@@ -496,6 +535,26 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
     if check_address(host, policy) is not None:
         raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"{url}: address {host}")
     return target
+
+
+def _pinned_target(target: URL, address: str, policy: NetworkPolicy) -> tuple[URL, str | None]:
+    """``target`` with its host replaced by ``address`` (judged), and the name for TLS (None over http).
+
+    Raises:
+        BlockedAddress: ``address`` is refused by the SSRF guard, or is not an IP address.
+    """
+    if check_address(address, policy) is not None:
+        raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"{target}: address {address}")
+    name = target.raw_host
+    return target.with_host(address.strip("[]")), (name if target.scheme == "https" else None)
+
+
+def _host_header(url: URL) -> str:
+    """The Host header of ``url`` (RFC 9110 §7.2): its host, and its port unless the scheme's default."""
+    host = url.raw_host or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return host if url.is_default_port() else f"{host}:{url.port}"
 
 
 def _translate(exc: BaseException, url: str) -> FetchError:

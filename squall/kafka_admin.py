@@ -193,7 +193,18 @@ async def read_topic(
     missing_ok: bool = False,
     idle_timeout_s: float = 30.0,
 ) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-    """Yield ``(key, value)`` of every record of ``topic``, oldest first per partition.
+    """Yield ``(key, value)`` of every record of ``topic``: :func:`read_partitioned` without the partition."""
+    async for _partition, key, value in read_partitioned(bootstrap, topic, missing_ok, idle_timeout_s):
+        yield key, value
+
+
+async def read_partitioned(
+    bootstrap: str,
+    topic: str,
+    missing_ok: bool = False,
+    idle_timeout_s: float = 30.0,
+) -> AsyncIterator[tuple[int, bytes | None, bytes | None]]:
+    """Yield ``(partition, key, value)`` of every record of ``topic``, oldest first per partition.
 
     Reads every partition from its beginning up to the end offsets captured
     when the read starts, then stops (records produced later are not read).
@@ -226,7 +237,7 @@ async def read_topic(
             for tp, records in batches.items():
                 for record in records:
                     if record.offset < ends[tp]:
-                        yield record.key, record.value
+                        yield tp.partition, record.key, record.value
             done = set()
             for tp in pending:
                 if await consumer.position(tp) >= ends[tp]:

@@ -3,7 +3,10 @@
 The key groups URLs into one fetch queue (StormCrawler's ``partition.url.mode``):
 ``byHost`` is the host name, ``byDomain`` the registered domain from the
 Public Suffix List snapshot bundled with tldextract (never fetched: no
-network), ``byIP`` is refused until it is implemented. Every topic is keyed
+network), ``byIP`` the address the host resolves to — which needs DNS, so
+:func:`partition_key` gives the host name as a provisional key there and
+the status updater routes the URL to its address's partition
+(:mod:`squall.address_key`). Every topic is keyed
 by this string as UTF-8 bytes and uses Kafka's default partitioner, so
 :func:`partition_for_key` tells which partition (and so which worker) owns a
 queue.
@@ -20,7 +23,6 @@ from squall.errors import ConfigError
 from squall.urls import host_of
 
 MODES = ("byHost", "byDomain", "byIP")
-IMPLEMENTED_MODES = ("byHost", "byDomain")
 
 
 @cache
@@ -65,27 +67,28 @@ def validate_mode(mode: str) -> None:
     """Check a ``partition.url.mode`` value.
 
     Raises:
-        ConfigError: (key ``partition.url.mode``) for an unknown mode or ``byIP``.
+        ConfigError: (key ``partition.url.mode``) for a mode other than byHost, byDomain, byIP.
     """
-    if mode == "byIP":
-        raise ConfigError("partition.url.mode", "byIP is not implemented yet; use byHost or byDomain")
-    if mode not in IMPLEMENTED_MODES:
-        raise ConfigError("partition.url.mode", f"unknown mode {mode!r}; use byHost or byDomain")
+    if mode not in MODES:
+        raise ConfigError("partition.url.mode", f"unknown mode {mode!r}; use byHost, byDomain or byIP")
 
 
 def partition_key(url: str, mode: str) -> str:
-    """Partition key of a canonical ``url``: its host (``byHost``) or registered domain (``byDomain``).
+    """Partition key of a canonical ``url``: its host (``byHost``), registered domain (``byDomain``).
 
-    The host is lower case, without port; an IPv6 address is given without
-    brackets. Source: StormCrawler's ``partition.url.mode``.
+    ``byIP``: the host too — the provisional key of a producer that cannot
+    resolve; the status updater resolves the host and routes the URL to its
+    address (:func:`squall.address_key.status_key`). The host is lower
+    case, without port; an IPv6 address is given without brackets. Source:
+    StormCrawler's ``partition.url.mode``.
 
     Raises:
-        ConfigError: ``mode`` is unknown or ``byIP`` (see :func:`validate_mode`).
+        ConfigError: ``mode`` is unknown (see :func:`validate_mode`).
         InvalidURL: ``url.host`` when the URL has no host, ``url.malformed`` when it cannot be split.
     """
     validate_mode(mode)
     host = host_of(url).rstrip(".")
-    return host if mode == "byHost" else registered_domain(host)
+    return registered_domain(host) if mode == "byDomain" else host
 
 
 @lru_cache(maxsize=65536)

@@ -75,6 +75,8 @@ class Reason(str, Enum):
     FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
     # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
     FETCH_DEFERRED = "fetch.deferred"
+    # not attempted: byIP, the host resolves to another address now; the URL moves to that queue
+    FETCH_ADDRESS_CHANGED = "fetch.address_changed"
     # sitemaps (squall.sitemaps): fetched, but not a usable sitemap
     SITEMAP_MALFORMED = "sitemap.malformed"
     SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
@@ -104,6 +106,9 @@ class StatusMessage:
     ``retry_after_s`` (Unix time before which the URL must not be fetched
     again), ``etag`` / ``last_modified`` (validators for revisits),
     ``priority`` (higher first), ``not_modified`` (a 304 answer).
+    ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
+    its former key, sent along when its host moved to another address
+    (``partition.url.mode: byIP``; never in a batch); absent otherwise.
 
     A batch of outlinks of one page to one Kafka partition (what the parse
     step sends: one message per partition instead of one per link) is a
@@ -132,6 +137,7 @@ class StatusMessage:
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
+    moved: dict[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
         """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
@@ -164,7 +170,7 @@ class StatusMessage:
         for name, typ in (("depth", int), ("reason", str), ("http_status", int), ("redirect_to", str),
                           ("fetched_at_s", (int, float)), ("seed", bool), ("retry_after_s", (int, float)),
                           ("etag", str), ("last_modified", str), ("priority", int), ("not_modified", bool),
-                          ("truncated", bool), ("chain", list)):
+                          ("truncated", bool), ("chain", list), ("moved", dict)):
             if name in obj and obj[name] is not None:
                 value = obj[name]
                 if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):

@@ -257,21 +257,28 @@ def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
 
 
 async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
-    from squall.kafka_admin import read_topic
+    """The live value of each key of a table changelog (JSON objects), tombstones applied.
 
-    latest: dict[str, dict[str, Any]] = {}
-    async for key, value in read_topic(bootstrap, topic, missing_ok=True):
+    A tombstone deletes a key only in its own partition: a record that moved
+    to another partition (byIP, its host's address changed) is deleted from
+    the old one after it was written in the new one, and partitions are read
+    interleaved.
+    """
+    from squall.kafka_admin import read_partitioned
+
+    live: dict[str, dict[int, dict[str, Any]]] = {}   # key → partition → latest value there
+    async for partition, key, value in read_partitioned(bootstrap, topic, missing_ok=True):
         if key is None:
             continue
         k = key.decode("utf-8", errors="replace")
         if value is None:
-            latest.pop(k, None)
+            live.get(k, {}).pop(partition, None)
             continue
         try:
-            latest[k] = json.loads(value)
+            live.setdefault(k, {})[partition] = json.loads(value)
         except ValueError:
             continue
-    return latest
+    return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
 
 
 async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:

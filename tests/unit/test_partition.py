@@ -33,11 +33,10 @@ def test_partition_key_is_the_host_or_the_registered_domain(url: str, by_host: s
     assert partition_key(url, "byDomain") == by_domain
 
 
-def test_by_ip_is_refused_naming_the_key() -> None:
-    with pytest.raises(ConfigError) as caught:
-        partition_key("http://example.com/", "byIP")
-    assert caught.value.key == "partition.url.mode"
-    assert "not implemented" in str(caught.value)
+@pytest.mark.parametrize(("url", "by_host", "by_domain"), KEYS)
+def test_by_ip_producers_key_a_url_by_its_host_until_the_status_updater_resolves_it(
+        url: str, by_host: str, by_domain: str) -> None:
+    assert partition_key(url, "byIP") == by_host
 
 
 @pytest.mark.parametrize("mode", ["byip", "host", "", "byDomainName"])

@@ -166,9 +166,21 @@ def test_with_overrides_returns_a_new_validated_settings_object(defaults):
 # ---------------------------------------------------------------- cross-key rules (config_rules)
 
 
-def test_partition_mode_by_ip_is_refused_as_not_implemented(defaults):
-    with pytest.raises(ConfigError, match="not implemented") as err:
-        defaults.with_overrides({"partition.url.mode": "byIP"})
+def test_partition_mode_by_ip_is_accepted(defaults):
+    assert defaults.with_overrides({"partition.url.mode": "byIP"})["partition.url.mode"] == "byIP"
+
+
+@pytest.mark.parametrize("key, value", [("partition.ip.cache.secs", 0.0), ("partition.ip.cache.size", 0)])
+def test_a_by_ip_cache_key_out_of_range_stops_the_worker_naming_it(defaults, key, value):
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({"partition.url.mode": "byIP", key: value})
+    assert err.value.key == key
+
+
+def test_robots_pacing_still_needs_by_host_not_by_ip(defaults):
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({"partition.url.mode": "byIP", "frontier.robots.crawl.delay.enabled": True,
+                                 "fetcher.max.crawl.delay.force": True})
     assert err.value.key == "partition.url.mode"
 
 

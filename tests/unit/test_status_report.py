@@ -207,3 +207,20 @@ def test_rendered_pages_render_failures_and_refused_browser_requests_are_counted
     assert report.render_refused == {"other_site": 3, "robots.denied": 1, "budget": 1}
     assert json.loads(json.dumps(report.to_json()))["render"]["rendered"] == 2
     assert "rendered: 2   render failures: render.timeout=1, render.budget=1" in report.to_text()
+
+
+async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) -> None:
+    """A record that moved partition (byIP) stays live whatever order the partitions are read in."""
+    import squall.kafka_admin
+    from squall.status_report import latest_records
+
+    moved = [(0, b"u", b'{"key": "10.0.0.1"}'), (2, b"u", b'{"key": "10.0.0.2"}'), (0, b"u", None),
+             (1, b"gone", b'{"key": "k"}'), (1, b"gone", None)]
+    # every interleaving that keeps each partition's own order
+    for order in (moved, [moved[1], moved[0], moved[2]] + moved[3:], [moved[0], moved[2], moved[1]] + moved[3:]):
+        async def read(bootstrap, topic, missing_ok=False, idle_timeout_s=30.0, _records=order):  # noqa: ANN001
+            for record in _records:
+                yield record
+
+        monkeypatch.setattr(squall.kafka_admin, "read_partitioned", read)
+        assert await latest_records("broker", "urls-changelog") == {"u": {"key": "10.0.0.2"}}
