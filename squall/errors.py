@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
+    ├── DataDirError           the worker's table directory cannot be created or is in use
     └── FetchError             a fetch that failed (carries a FetchFailure reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
@@ -44,6 +45,14 @@ class MessageError(SquallError):
 
 class KafkaSetupError(SquallError):
     """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class DataDirError(SquallError):
+    """The worker's table directory ``path`` cannot be used (created, written, or locked: in use)."""
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = path
+        super().__init__(f"data directory {path} {message}")
 
 
 class FetchError(SquallError):

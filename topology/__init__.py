@@ -33,11 +33,13 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 
 from __future__ import annotations
 
-import os
+import warnings
 
 import faust
+import faust.exceptions
 
-from squall.errors import ConfigError
+from squall.datadir import open_datadir
+from squall.errors import ConfigError, DataDirError
 from squall.settings import load_settings
 
 try:
@@ -48,12 +50,32 @@ except ConfigError as exc:  # a clear one-line message instead of a traceback fr
 _ID = settings["topology.id"]
 _N = settings["topology.partitions"]
 
+
+class SquallWorker(faust.Worker):
+    """faust.Worker that chooses and locks the table directory before anything starts (squall.datadir).
+
+    Not at import: ``faust -A topology --datadir DIR worker`` imports this
+    module before Faust's command line exports ``F_DATADIR``. A directory in
+    use (or not creatable) stops the worker with one line, before its banner.
+    """
+
+    def __init__(self, app: faust.App, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
+        try:
+            path, self.datadir_lock = open_datadir(settings["topology.data.dir"])
+        except DataDirError as exc:
+            raise SystemExit(f"squall: {exc}") from None
+        with warnings.catch_warnings():  # Faust warns that the key was read (at import) before
+            warnings.simplefilter("ignore", faust.exceptions.AlreadyConfiguredWarning)
+            app.conf.datadir = path
+        super().__init__(app, *args, **kwargs)
+
+
 app = faust.App(
     _ID,
     broker="kafka://" + settings["kafka.bootstrap.servers"],
     store="rocksdb://",
-    # `faust --datadir DIR worker` (F_DATADIR) wins: two workers on one machine need two dirs
-    datadir=os.environ.get("F_DATADIR") or settings["topology.data.dir"],
+    # the table directory is resolved and locked when the worker starts: SquallWorker
+    Worker=SquallWorker,
     topic_partitions=_N,
     topic_replication_factor=settings["topology.replication.factor"],
     topic_allow_declare=True,
