@@ -38,6 +38,7 @@ import warnings
 import faust
 import faust.exceptions
 
+import squall.kafka_consumer
 from squall.datadir import open_datadir
 from squall.errors import ConfigError, DataDirError
 from squall.settings import load_settings
@@ -70,7 +71,14 @@ class SquallWorker(faust.Worker):
         super().__init__(app, *args, **kwargs)
 
 
-app = faust.App(
+class SquallApp(faust.App):
+    """faust.App on :class:`squall.kafka_consumer.Transport` (commits never pass an unacknowledged offset)."""
+
+    def _new_transport(self) -> faust.types.TransportT:
+        return squall.kafka_consumer.Transport(self.conf.broker_consumer, self)
+
+
+app = SquallApp(
     _ID,
     broker="kafka://" + settings["kafka.bootstrap.servers"],
     store="rocksdb://",
