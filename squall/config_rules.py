@@ -11,6 +11,7 @@ rules that relate keys to each other, with their sources:
   ``robots.crawl.delay`` in ``metadata.persist`` and *not* matched by
   ``metadata.transfer`` (wildcards such as ``robots.*`` included: an outlink
   must never inherit its parent's delay).
+* ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.errors import ConfigError
+from squall.membership import check_template
 from squall.metadata import key_matches
 
 ROBOTS_DELAY_KEY = "robots.crawl.delay"
@@ -27,6 +29,7 @@ ROBOTS_DELAY_KEY = "robots.crawl.delay"
 
 def validate(values: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` naming the first key that breaks a rule."""
+    check_template(values["kafka.group.instance.id"])
     mode = values["partition.url.mode"]
     if mode == "byIP":
         raise ConfigError("partition.url.mode", "byIP is not implemented yet; use byHost or byDomain")
@@ -43,8 +46,9 @@ def validate(values: Mapping[str, Any]) -> None:
                 "topology.replication.factor", "fetcher.server.burst", "topology.web.port"):
         if values[key] < 1:
             raise ConfigError(key, f"must be at least 1, got {values[key]}")
-    if values["kafka.session.timeout.secs"] <= 0:
-        raise ConfigError("kafka.session.timeout.secs", "must be positive")
+    for key in ("kafka.session.timeout.secs", "kafka.outage.log.interval.secs", "kafka.outage.quiet.secs"):
+        if values[key] <= 0:
+            raise ConfigError(key, "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
 

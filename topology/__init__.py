@@ -33,14 +33,10 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 
 from __future__ import annotations
 
-import warnings
-
 import faust
-import faust.exceptions
 
-import squall.kafka_consumer
-from squall.datadir import open_datadir
-from squall.errors import ConfigError, DataDirError
+from squall.errors import ConfigError
+from squall.faust_app import SquallApp, SquallWorker
 from squall.settings import load_settings
 
 try:
@@ -50,32 +46,6 @@ except ConfigError as exc:  # a clear one-line message instead of a traceback fr
 
 _ID = settings["topology.id"]
 _N = settings["topology.partitions"]
-
-
-class SquallWorker(faust.Worker):
-    """faust.Worker that chooses and locks the table directory before anything starts (squall.datadir).
-
-    Not at import: ``faust -A topology --datadir DIR worker`` imports this
-    module before Faust's command line exports ``F_DATADIR``. A directory in
-    use (or not creatable) stops the worker with one line, before its banner.
-    """
-
-    def __init__(self, app: faust.App, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
-        try:
-            path, self.datadir_lock = open_datadir(settings["topology.data.dir"])
-        except DataDirError as exc:
-            raise SystemExit(f"squall: {exc}") from None
-        with warnings.catch_warnings():  # Faust warns that the key was read (at import) before
-            warnings.simplefilter("ignore", faust.exceptions.AlreadyConfiguredWarning)
-            app.conf.datadir = path
-        super().__init__(app, *args, **kwargs)
-
-
-class SquallApp(faust.App):
-    """faust.App on :class:`squall.kafka_consumer.Transport` (commits never pass an unacknowledged offset)."""
-
-    def _new_transport(self) -> faust.types.TransportT:
-        return squall.kafka_consumer.Transport(self.conf.broker_consumer, self)
 
 
 app = SquallApp(
@@ -97,6 +67,7 @@ app = SquallApp(
     origin="topology",
     stream_wait_empty=True,
 )
+app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 
 def _topic(suffix: str) -> faust.TopicT:
