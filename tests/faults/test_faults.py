@@ -1,0 +1,33 @@
+"""Fault trials: killed workers, a killed broker, churn — nothing lost, never faster than allowed.
+
+One test per trial of the selected profile (tests/faults/schedule.py). Each
+prints its seed; ``SQUALL_FAULTS_SEED=<seed>`` re-runs that trial alone.
+Goals checked per trial: every expected page reaches a final status, no
+request closer than its host's delay or inside a Retry-After, at most one
+repeat fetch per URL per kill that found it in flight, no traceback, and
+every worker still running at the end (none needs a person after a broker restart).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import RESULTS
+from .runner import run_trial
+from .schedule import selected_trials
+
+TRIALS = selected_trials()
+
+
+@pytest.mark.parametrize("trial", TRIALS, ids=[f"{t.name} seed={t.seed}" for t in TRIALS])
+def test_a_fault_trial_loses_nothing_and_stays_polite(trial, kafka_bootstrap, tmp_path):
+    print(f"fault trial {trial.name!r}: seed {trial.seed} (SQUALL_FAULTS_SEED={trial.seed} re-runs it)")
+    result = run_trial(trial, kafka_bootstrap, tmp_path)
+    RESULTS.append(result.row())
+    context = f"seed {trial.seed}, workdir {tmp_path}: {result.row()}"
+    assert not result.lost, f"lost {sorted(result.lost)}; {context}"
+    assert not result.violations, f"{result.violations[:5]}; {context}"
+    assert result.excess_repeats == 0, f"repeats {dict(result.repeats)}; {context}"
+    assert result.tracebacks == 0, context
+    assert not result.dead_workers, context
+    assert result.finished, context
