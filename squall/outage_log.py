@@ -20,7 +20,8 @@ from dataclasses import dataclass
 OUTAGE_PATTERNS = re.compile(
     r"Unable connect to|Unable to update metadata|Unable to request metadata|Failed fetch messages"
     r"|Group Coordinator Request failed|Got error produce response|NodeNotReadyError|KafkaConnectionError"
-    r"|Connection (?:at .* )?(?:closed|lost|refused)|Marking the coordinator dead")
+    r"|Connection (?:at .* )?(?:closed|lost|refused)|Marking the coordinator dead"
+    r"|Heartbeat session expired|Coordinator .* is not available|Metadata update failed")
 
 
 def is_outage_message(logger_name: str, message: str) -> bool:

@@ -71,6 +71,7 @@ class TrialResult:
     recovery_s: list[float] = field(default_factory=list)
     survivor_stall_s: list[float] = field(default_factory=list)
     error_lines: int = 0
+    stale_rereads: int = 0   # re-delivered fetch messages whose result was already applied (fetcher log)
     tracebacks: int = 0
     dead_workers: list[str] = field(default_factory=list)
     events: list[FaultEvent] = field(default_factory=list)
@@ -93,7 +94,7 @@ class TrialResult:
                 "in flight at kills": self.inflight_at_kills, "repeats": sum(self.repeats.values()),
                 "excess repeats": self.excess_repeats, "violations": len(self.violations),
                 "recovery s (max)": worst(self.recovery_s), "survivor stall s (max)": worst(self.survivor_stall_s),
-                "ERROR lines": self.error_lines, "tracebacks": self.tracebacks, "finished": self.finished,
+                "stale re-reads": self.stale_rereads, "ERROR lines": self.error_lines, "tracebacks": self.tracebacks, "finished": self.finished,
                 "duration s": round(self.duration_s)}
 
 
@@ -177,6 +178,10 @@ class TrialRun:
                 again = self.kill(name)
                 self.crawl.start_worker(name)
                 again.back_at_s = time.time()
+        elif fault.kind == "join":
+            self.extra += 1
+            self.crawl.start_worker(f"x{self.extra}")
+            self.events.append(FaultEvent("join", time.time(), f"x{self.extra}"))
         elif fault.kind == "join-kill":
             self.extra += 1
             self.crawl.start_worker(f"x{self.extra}")
@@ -247,8 +252,9 @@ class TrialRun:
                 if first is not None:
                     res.recovery_s.append(first - e.at_s)
                 others = set(HOSTS) - mine
-                window_end = e.at_s + 3 * SESSION_TIMEOUT_S
-                if fm.first_request_after(requests, window_end, others) is not None:  # they still had work
+                last = max((r["t"] for r in requests if r["ip"] in others), default=e.at_s)
+                window_end = min(e.at_s + 3 * SESSION_TIMEOUT_S, last)  # silence after their last request: no work
+                if window_end > e.at_s:
                     res.survivor_stall_s.append(fm.longest_silence(requests, e.at_s, window_end, others))
             elif e.kind == "broker" and e.back_at_s is not None:
                 first = fm.first_request_after(requests, e.back_at_s, HOSTS)
@@ -259,6 +265,7 @@ class TrialRun:
             text = log.read_text(errors="replace")
             res.error_lines += sum(1 for line in text.splitlines() if "[ERROR]" in line)
             res.tracebacks += text.count("Traceback")
+            res.stale_rereads += text.count("skipping stale hand-out")
         res.dead_workers = [n for n, p in self.crawl.workers.items() if p.poll() is not None]
         res.duration_s = end - started
         return res

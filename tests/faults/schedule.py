@@ -35,6 +35,7 @@ class Fault:
       it first: tables rebuilt from the changelogs); ``kill_in_recovery``
       kills it again ``recovery_kill_s`` after that restart (while it
       recovers its tables) and restarts it once more.
+    * ``join``: start one more worker (a rebalance; nobody is killed).
     * ``join-kill``: start one more worker, and ``down_s`` later (during the
       rebalance) SIGKILL another one; the new worker stays.
     * ``broker``: SIGKILL the broker, restart it after ``down_s``.
@@ -102,12 +103,17 @@ def long_trials(master_seed: int = 2026) -> tuple[Trial, ...]:
     return tuple(trials)
 
 
+#: the offset anomaly's scene: a worker joins a running crawl (re-reads of processed fetch messages)
+JOIN_TRIAL = Trial("join (rebalance only)", 9104, (Fault("join", after_requests=(15, 25)),), workers=1,
+                   pages_per_host=12)
+
+
 def selected_trials() -> tuple[Trial, ...]:
     """The trials of ``$SQUALL_FAULTS_PROFILE`` (ci | long); ``$SQUALL_FAULTS_SEED`` keeps only that seed."""
     profile = os.environ.get("SQUALL_FAULTS_PROFILE", "ci")
     if profile not in ("ci", "long"):
         raise ValueError(f"SQUALL_FAULTS_PROFILE must be ci or long, got {profile!r}")
-    trials = CI_TRIALS if profile == "ci" else long_trials()
+    trials = (*CI_TRIALS, JOIN_TRIAL) if profile == "ci" else (*long_trials(), JOIN_TRIAL)
     only = os.environ.get("SQUALL_FAULTS_SEED")
     return tuple(t for t in trials if only is None or str(t.seed) == only)
 
