@@ -10,6 +10,7 @@ objects encoded as UTF-8; keys of every topic are the URL's partition key
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -136,6 +137,8 @@ class StatusMessage:
                 value = obj[name]
                 if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
                     raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise MessageError(f"field {name!r} must be a finite number: {value!r}")
                 if name == "chain" and not all(isinstance(u, str) for u in value):
                     raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
@@ -168,11 +171,14 @@ class FetchMessage:
     def from_bytes(cls, raw: bytes) -> "FetchMessage":
         obj = _decode_object(raw)
         try:
-            return cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
+            msg = cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
                        metadata=_metadata(obj.get("metadata", {})), attempt=int(obj.get("attempt", 0)),
                        handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)), etag=obj.get("etag"),
-                       last_modified=obj.get("last_modified"), chain=[str(u) for u in obj.get("chain", [])])
-        except (KeyError, TypeError, ValueError) as exc:
+                       last_modified=obj.get("last_modified"), chain=_str_list(obj.get("chain", []), "chain"))
+            # a non-finite time (NaN, inf) would poison the due index and the pace model
+            _finite(msg.handed_out_at_s, "handed_out_at_s")
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise MessageError(f"bad fetch message: {exc}") from None
 
 
@@ -221,14 +227,30 @@ class SignalMessage:
             retry = obj.get("retry_until_s")
             robots = obj.get("robots_crawl_delay_s")
             handed = obj.get("handed_out_at_s")
-            return cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
+            msg = cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
                        kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]),
                        delay_s=float(obj.get("delay_s", 0.0)),
                        retry_until_s=None if retry is None else float(retry),
                        robots_crawl_delay_s=None if robots is None else int(robots),
                        handed_out_at_s=None if handed is None else float(handed))
-        except (KeyError, TypeError, ValueError) as exc:
+            for name in ("at_s", "delay_s", "retry_until_s", "handed_out_at_s"):
+                _finite(getattr(msg, name), name)
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise MessageError(f"bad signal message: {exc}") from None
+
+
+def _str_list(value: Any, name: str) -> list[str]:
+    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(value)
+
+
+def _finite(value: float | None, name: str) -> None:
+    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 def _decode_object(raw: bytes) -> dict[str, Any]:
@@ -236,6 +258,8 @@ def _decode_object(raw: bytes) -> dict[str, Any]:
         obj = json.loads(raw)
     except (ValueError, TypeError) as exc:
         raise MessageError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise MessageError("not JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise MessageError("expected a JSON object")
     return obj
