@@ -96,6 +96,11 @@ def long_trials(master_seed: int = 2026) -> tuple[Trial, ...]:
         Trial("join then kill (rebalance)", rng.randrange(1 << 30), (Fault("join-kill", down_s=(0.5, 3.0)),),
               workers=2),
         Trial("churn x3", rng.randrange(1 << 30), (Fault("churn", down_s=(2.0, 6.0), times=3),)),
+        # static membership against dynamic: a worker killed and back within a second
+        Trial("fast rejoin dynamic", 9201, (Fault("kill", target="slow-owner", down_s=(0.2, 0.8)),),
+              pages_per_host=16),
+        Trial("fast rejoin static", 9202, (Fault("kill", target="slow-owner", down_s=(0.2, 0.8)),),
+              membership=STATIC, pages_per_host=16),
         Trial("three workers, two kills", rng.randrange(1 << 30),
               (Fault("kill", down_s=(0.0, 5.0)), Fault("kill", after_requests=(30, 40), down_s=(0.0, 5.0))),
               workers=3),
