@@ -20,10 +20,11 @@
    recovery resumes the streams, and from ``getmany`` while the flow is still
    paused); when such a seek lands after delivery has begun, every message
    from the committed offset on was delivered to the agents again ~0.1 s
-   later (the new owner after a kill fetched a slow page twice, 0.7 s apart:
-   the fault suite's long-profile trial seed 192554048). Here a seek never moves a stream partition's read
-   position back below what this assignment already delivered (changelog
-   partitions, read by table recovery, are left alone).
+   later (the new owner after a kill fetched a slow page twice, 0.7 s
+   apart: the fault suite's long-profile trial seed 192554048). Here a seek
+   never moves a stream partition's read position back below what this
+   assignment already delivered (changelog partitions, read by table
+   recovery, are left alone).
 
 The hooks are private Faust API (``_filter_committable_offsets``,
 ``on_partitions_revoked``, ``perform_seek``), pinned by tests/unit/test_kafka_consumer.py.
