@@ -87,14 +87,25 @@ class Consumer(aiokafka_driver.Consumer):
         """Faust's name for one partition's committable offset (same bound as the batch)."""
         return self._filter_committable_offsets([tp]).get(tp)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: highest offset delivered to the streams per partition in the current assignment
+        self.delivered: dict[TP, int] = {}
+        self.deliver = self.callback  # Faust's: hands the message to the conductor (the streams)
+        self.callback = self._tracked_delivery
+
+    async def _tracked_delivery(self, message: Any) -> Any:
+        tp = message.tp
+        if message.offset > self.delivered.get(tp, -1):
+            self.delivered[tp] = message.offset
+        return await self.deliver(message)
+
     async def perform_seek(self) -> None:
         """Faust's seek to the committed offsets, never re-delivering what this assignment delivered."""
-        delivered = {tp: offset for tp, offset in self._read_offset.items()
-                     if offset is not None and not self._is_changelog_tp(tp)}
         await super().perform_seek()
-        for tp, offset in delivered.items():
+        for tp, offset in self.delivered.items():
             current = self._read_offset.get(tp)
-            if current is None or current <= offset:
+            if not self._is_changelog_tp(tp) and (current is None or current <= offset):
                 # Faust delivers a message when its offset >= _read_offset: offset + 1 skips the last one too
                 self._read_offset[tp] = offset + 1
 
@@ -106,7 +117,8 @@ class Consumer(aiokafka_driver.Consumer):
         self._paused_partitions.difference_update(revoked)
         await self._on_partitions_revoked(revoked)  # waits for in-flight events, commits them
         for tp in revoked:
-            for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset):
+            for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset,
+                                self.delivered):
                 bookkeeping.pop(tp, None)
 
 
