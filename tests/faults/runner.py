@@ -34,6 +34,7 @@ from .schedule import Fault, Trial
 PARTITIONS = 4
 SESSION_TIMEOUT_S = 6.0
 FINISH_TIMEOUT_S = 300.0
+_UNPLANNED = re.compile(r"Thread keepalive is not responding|UnknownMemberIdError|IllegalGenerationError")
 _PARTITIONS_LINE = re.compile(r"due index rebuilt for partitions \[([0-9, ]*)\]")
 
 
@@ -72,6 +73,7 @@ class TrialResult:
     survivor_stall_s: list[float] = field(default_factory=list)
     error_lines: int = 0
     stale_rereads: int = 0   # re-delivered fetch messages whose result was already applied (fetcher log)
+    unplanned_rebalances: int = 0  # a worker dropped from the group by load (heartbeats starved), not by a fault
     tracebacks: int = 0
     dead_workers: list[str] = field(default_factory=list)
     events: list[FaultEvent] = field(default_factory=list)
@@ -94,7 +96,7 @@ class TrialResult:
                 "in flight at kills": self.inflight_at_kills, "repeats": sum(self.repeats.values()),
                 "excess repeats": self.excess_repeats, "violations": len(self.violations),
                 "recovery s (max)": worst(self.recovery_s), "survivor stall s (max)": worst(self.survivor_stall_s),
-                "stale re-reads": self.stale_rereads, "ERROR lines": self.error_lines, "tracebacks": self.tracebacks, "finished": self.finished,
+                "stale re-reads": self.stale_rereads, "unplanned": self.unplanned_rebalances, "ERROR lines": self.error_lines, "tracebacks": self.tracebacks, "finished": self.finished,
                 "duration s": round(self.duration_s)}
 
 
@@ -266,6 +268,7 @@ class TrialRun:
             res.error_lines += sum(1 for line in text.splitlines() if "[ERROR]" in line)
             res.tracebacks += text.count("Traceback")
             res.stale_rereads += text.count("skipping stale hand-out")
+            res.unplanned_rebalances += len(_UNPLANNED.findall(text))
         res.dead_workers = [n for n, p in self.crawl.workers.items() if p.poll() is not None]
         res.duration_s = end - started
         return res
