@@ -15,19 +15,8 @@
    joined). Here the bookkeeping is dropped *after* the wait and its
    commit: the new owner starts right after the last processed message.
 
-3. **No second delivery inside one assignment.** Faust seeks the stream
-   partitions to their committed offsets more than once per assignment (when
-   recovery resumes the streams, and from ``getmany`` while the flow is still
-   paused); when such a seek lands after delivery has begun, every message
-   from the committed offset on was delivered to the agents again ~0.1 s
-   later (the new owner after a kill fetched a slow page twice, 0.7 s
-   apart: the fault suite's long-profile trial seed 192554048). Here a seek
-   never moves a stream partition's read position back below what this
-   assignment already delivered (changelog partitions, read by table
-   recovery, are left alone).
-
-The hooks are private Faust API (``_filter_committable_offsets``,
-``on_partitions_revoked``, ``perform_seek``), pinned by tests/unit/test_kafka_consumer.py.
+Both hooks are private Faust API (``_filter_committable_offsets`` and
+``on_partitions_revoked``), pinned by tests/unit/test_kafka_consumer.py.
 """
 
 from __future__ import annotations
@@ -87,28 +76,6 @@ class Consumer(aiokafka_driver.Consumer):
         """Faust's name for one partition's committable offset (same bound as the batch)."""
         return self._filter_committable_offsets([tp]).get(tp)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: highest offset delivered to the streams per partition in the current assignment
-        self.delivered: dict[TP, int] = {}
-        self.deliver = self.callback  # Faust's: hands the message to the conductor (the streams)
-        self.callback = self._tracked_delivery
-
-    async def _tracked_delivery(self, message: Any) -> Any:
-        tp = message.tp
-        if message.offset > self.delivered.get(tp, -1):
-            self.delivered[tp] = message.offset
-        return await self.deliver(message)
-
-    async def perform_seek(self) -> None:
-        """Faust's seek to the committed offsets, never re-delivering what this assignment delivered."""
-        await super().perform_seek()
-        for tp, offset in self.delivered.items():
-            current = self._read_offset.get(tp)
-            if not self._is_changelog_tp(tp) and (current is None or current <= offset):
-                # Faust delivers a message when its offset >= _read_offset: offset + 1 skips the last one too
-                self._read_offset[tp] = offset + 1
-
     @Service.transitions_to(CONSUMER_PARTITIONS_REVOKED)
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         """Faust's revoke, with the ack bookkeeping dropped after the app's wait-and-commit."""
@@ -117,8 +84,7 @@ class Consumer(aiokafka_driver.Consumer):
         self._paused_partitions.difference_update(revoked)
         await self._on_partitions_revoked(revoked)  # waits for in-flight events, commits them
         for tp in revoked:
-            for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset,
-                                self.delivered):
+            for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset):
                 bookkeeping.pop(tp, None)
 
 

@@ -18,8 +18,12 @@ itself is missing) — and it is skipped when nothing was committed yet (a
 new consumer group) or the committed offset is 0 (Faust stores 0 as
 ``None``). Its gap bookkeeping (offsets missing from the log) also marks the
 first message *after* a gap as done. :func:`committable_offset` adds the bound
-that makes all three safe: never at or past the first unacknowledged
-offset the consumer still tracks.
+that makes all three safe: the run must start at the committed offset when
+that is known (a missing offset there — one never delivered, e.g. dropped
+by a seek — is not skipped), and the commit never reaches the first
+unacknowledged offset the consumer still tracks. squall's topics are neither
+transactional nor compacted (agents never read a changelog), so every offset
+of a stream partition is a message that gets acknowledged.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ def committable_offset(acked: Sequence[int], committed: int | None,
     """
     if not acked:
         return None, 0
-    if committed and acked[0] - committed > 1:
-        return None, 0  # Faust's own head check: a gap of several offsets before the run
+    if committed is not None and acked[0] > committed:
+        return None, 0  # offset `committed` itself is not acknowledged: nothing may be committed yet
     end = acked[0] + 1
     while end - acked[0] < len(acked) and acked[end - acked[0]] == end:
         end += 1  # the first run of consecutive offsets: acked[0] .. end - 1

@@ -82,29 +82,3 @@ def test_an_acked_run_is_committed_up_to_the_message_still_in_processing(consume
         _ack(consumer, messages[o])
     assert consumer._new_offset(TPX) == 23
     assert consumer._acked[TPX] == [24, 25]
-
-
-async def test_a_second_seek_in_one_assignment_does_not_deliver_the_same_messages_again(consumer, monkeypatch):
-    changelog = TP("t-urls-changelog", 0)
-    quiet = TP(TOPIC, 1)
-    monkeypatch.setattr(consumer, "_is_changelog_tp", lambda tp: tp == changelog)
-
-    async def committed():
-        return {TPX: 10, changelog: 3, quiet: 5}
-
-    async def agent(message):
-        return None
-
-    monkeypatch.setattr(consumer, "seek_to_committed", committed)
-    monkeypatch.setattr(consumer, "delivered", {})
-    monkeypatch.setattr(consumer, "deliver", agent)
-    consumer._read_offset.clear()
-    await consumer.perform_seek()                     # first seek of the assignment: from the committed offset
-    assert consumer._read_offset[TPX] == 10
-    for offset in range(10, 18):                      # offsets 10..17 delivered since
-        await consumer.callback(Message(TOPIC, 0, offset, 0.0, 0, None, b"k", b"v", None))
-    consumer.delivered[changelog] = 40
-    await consumer.perform_seek()                     # Faust seeks again (recovery resumed, paused getmany)
-    assert consumer._read_offset[TPX] == 18           # 10..17 are not delivered a second time
-    assert consumer._read_offset[quiet] == 5          # nothing delivered there: offset 5 still comes
-    assert consumer._read_offset[changelog] == 3      # table recovery may re-read its changelog
