@@ -11,6 +11,9 @@ every worker still running at the end (none needs a person after a broker restar
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from squall import kafka_local
@@ -29,6 +32,10 @@ def test_a_fault_trial_loses_nothing_and_stays_polite(trial, kafka_bootstrap, tm
     print(f"fault trial {trial.name!r}: seed {trial.seed} (SQUALL_FAULTS_SEED={trial.seed} re-runs it)")
     result = run_trial(trial, kafka_bootstrap, tmp_path)
     RESULTS.append(result.row())
+    rows = os.environ.get("SQUALL_FAULTS_ROWS")
+    if rows:  # one JSON line per trial, written as soon as it ends
+        with open(rows, "a", encoding="utf-8") as out:
+            out.write(json.dumps(result.row()) + "\n")
     context = f"seed {trial.seed}, workdir {tmp_path}: {result.row()}"
     assert not result.lost, f"lost {sorted(result.lost)}; {context}"
     assert not result.violations, f"{result.violations[:5]}; {context}"
