@@ -54,7 +54,8 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     if not text:
         return None
     if _DELTA_SECONDS.fullmatch(text):
-        return now_s + int(text)
+        digits = text.lstrip("0") or "0"  # a 5000-digit value must not raise (int() limit, float overflow)
+        return now_s + (int(digits) if len(digits) <= 12 else 10 ** 12)  # >31 000 years: capped by callers
     if text[0] in "+-" or text[0].isdigit():
         return None  # signed or fractional numbers are not delay-seconds nor dates
     try:

@@ -16,6 +16,7 @@ rules that relate keys to each other, with their sources:
   the same worker and both apply the one pace model (:mod:`squall.pace`,
   frontier robots delay included) to every URL, however many were handed out
   ahead, so that check protects nothing and is gone.
+* ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
 * Numeric ranges: delays and timeouts are not negative, counts are positive.
 * ``sitemap.*`` ranges (:meth:`squall.sitemaps.SitemapConfig.from_settings`).
 * ``render.*``: :meth:`squall.render_policy.RenderConfig.from_settings` (ranges, resource type names).
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.errors import ConfigError
+from squall.membership import check_template
 from squall.metadata import key_matches
 
 ROBOTS_DELAY_KEY = "robots.crawl.delay"
@@ -34,6 +36,7 @@ ROBOTS_DELAY_KEY = "robots.crawl.delay"
 
 def validate(values: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` naming the first key that breaks a rule."""
+    check_template(values["kafka.group.instance.id"])
     from squall.address_key import AddressConfig
     from squall.partition import validate_mode
 
@@ -56,8 +59,9 @@ def validate(values: Mapping[str, Any]) -> None:
         raise ConfigError("frontier.retry.after.max.secs", "must be positive")
     if values["max.rate.limits"] == 0 or values["max.rate.limits"] < -1:
         raise ConfigError("max.rate.limits", f"must be at least 1, or -1 for never, got {values['max.rate.limits']}")
-    if values["kafka.session.timeout.secs"] <= 0:
-        raise ConfigError("kafka.session.timeout.secs", "must be positive")
+    for key in ("kafka.session.timeout.secs", "kafka.outage.log.interval.secs", "kafka.outage.quiet.secs"):
+        if values[key] <= 0:
+            raise ConfigError(key, "must be positive")
     if values["frontier.robots.crawl.delay.enabled"]:
         _validate_robots_pacing(values)
     from squall.sitemaps import SitemapConfig

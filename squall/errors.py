@@ -8,6 +8,7 @@ Hierarchy::
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
     ├── BrowserMissing         no Chromium executable to render pages with
+    ├── DataDirError           the worker's table directory cannot be created or is in use
     └── FetchError             a fetch that failed (carries a FetchFailure reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
@@ -50,6 +51,12 @@ class KafkaSetupError(SquallError):
 
 class BrowserMissing(SquallError):
     """No Chromium executable was found (``render.browser.path``, PATH); the message says how to install one."""
+class DataDirError(SquallError):
+    """The worker's table directory ``path`` cannot be used (created, written, or locked: in use)."""
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = path
+        super().__init__(f"data directory {path} {message}")
 
 
 class FetchError(SquallError):

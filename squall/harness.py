@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,17 +63,32 @@ class Crawl:
             if saved is not None:
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = saved
 
-    def start_worker(self, name: str = "w1", web_port: int | None = None) -> subprocess.Popen[bytes]:
-        """Start ``faust -A topology worker`` (its own data dir and log file) and return the process.
+    def datadir(self, name: str) -> Path:
+        """The table directory of worker ``name`` (one per worker: partitions move through changelogs)."""
+        return self.workdir / "data" / name
 
-        ``web_port``: serve the worker's web pages (``/metrics``) on 127.0.0.1 at that port; None = no web server.
+    def start_worker(self, name: str = "w1", web_port: int | None = None, *, wipe: bool = False,
+                     cwd: Path | None = None, datadir: Path | None = None,
+                     datadir_option: bool = True) -> subprocess.Popen[bytes]:
+        """Start ``faust -A topology --datadir DIR worker`` (its own data dir and log file) and return the process.
+
+        ``web_port``: serve the worker's web pages (``/metrics``) on 127.0.0.1
+        at that port; None = no web server. ``wipe`` deletes the worker's
+        table directory first (its tables are then rebuilt from the
+        changelogs); ``cwd`` runs it from another directory than the
+        repository root; ``datadir`` overrides :meth:`datadir` (e.g. to share
+        one on purpose); ``datadir_option=False`` leaves ``--datadir`` out
+        (``topology.data.dir`` applies).
         """
-        datadir = self.workdir / "data" / name
+        datadir = datadir or self.datadir(name)
+        if wipe:
+            shutil.rmtree(datadir, ignore_errors=True)
         env = dict(self._env, SQUALL_CONF=str(self.conf_path))
         log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (owned by the process)
-        cmd = [sys.executable, "-m", "faust", "-A", "topology", "--datadir", str(datadir), "worker",
-               "-l", "info", *(["--web-port", str(web_port)] if web_port else ["--without-web"])]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cmd = [sys.executable, "-m", "faust", "-A", "topology",
+               *(["--datadir", str(datadir)] if datadir_option else []), "worker", "-l", "info",
+               *(["--web-port", str(web_port)] if web_port else ["--without-web"])]
+        proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.workers[name] = proc
         return proc

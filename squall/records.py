@@ -175,6 +175,8 @@ class StatusMessage:
                 value = obj[name]
                 if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
                     raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise MessageError(f"field {name!r} must be a finite number: {value!r}")
                 if name == "chain" and not all(isinstance(u, str) for u in value):
                     raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
@@ -231,11 +233,14 @@ class FetchMessage:
     def from_bytes(cls, raw: bytes) -> "FetchMessage":
         obj = _decode_object(raw)
         try:
-            return cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
+            msg = cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
                        metadata=_metadata(obj.get("metadata", {})), attempt=int(obj.get("attempt", 0)),
                        handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)), etag=obj.get("etag"),
-                       last_modified=obj.get("last_modified"), chain=[str(u) for u in obj.get("chain", [])])
-        except (KeyError, TypeError, ValueError) as exc:
+                       last_modified=obj.get("last_modified"), chain=_str_list(obj.get("chain", []), "chain"))
+            # a non-finite time (NaN, inf) would poison the due index and the pace model
+            _finite(msg.handed_out_at_s, "handed_out_at_s")
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise MessageError(f"bad fetch message: {exc}") from None
 
 
@@ -293,21 +298,30 @@ class SignalMessage:
             requested = obj.get("requested", True)
             if not isinstance(requested, bool):
                 raise TypeError(f"requested must be a boolean, got {requested!r}")
-            return cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
-                       kind=SignalKind(obj["kind"]), at_s=_finite(obj["at_s"]), requested=requested,
-                       delay_s=float(obj.get("delay_s", 0.0)), crawl_delay_s=opt("crawl_delay_s", float),
-                       retry_until_s=opt("retry_until_s", float),
-                       robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
-                       handed_out_at_s=opt("handed_out_at_s", float))
-        except (KeyError, TypeError, ValueError) as exc:
+            msg = cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
+                      kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]), requested=requested,
+                      delay_s=float(obj.get("delay_s", 0.0)), crawl_delay_s=opt("crawl_delay_s", float),
+                      retry_until_s=opt("retry_until_s", float),
+                      robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
+                      handed_out_at_s=opt("handed_out_at_s", float))
+            for name in ("at_s", "delay_s", "crawl_delay_s", "retry_until_s", "handed_out_at_s"):
+                _finite(getattr(msg, name), name)
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise MessageError(f"bad signal message: {exc}") from None
 
 
-def _finite(value: Any) -> float:
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return number
+def _str_list(value: Any, name: str) -> list[str]:
+    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(value)
+
+
+def _finite(value: float | None, name: str) -> None:
+    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 def _decode_object(raw: bytes) -> dict[str, Any]:
@@ -315,6 +329,8 @@ def _decode_object(raw: bytes) -> dict[str, Any]:
         obj = json.loads(raw)
     except (ValueError, TypeError) as exc:
         raise MessageError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise MessageError("not JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise MessageError("expected a JSON object")
     return obj

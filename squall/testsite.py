@@ -10,6 +10,8 @@ records every request, when it *arrived*, in memory and as JSON lines::
     {"host": "127.0.0.2:PORT", "ip": "127.0.0.2", "path": "/a?x", "method": "GET",
      "t": 1700000000.123, "ua": "squall/0.1", "status": 200}
 
+plus ``"retry_after": "2"`` when the answer carried a Retry-After header.
+
 ``ip`` is the local address the request came in on (the simulated host);
 ``host`` is the Host header as sent; ``status`` is None while the answer is
 pending (in memory) and for a request whose client went away.
@@ -45,7 +47,8 @@ import signal
 import sys
 import time
 import zlib
-from collections import deque
+import threading
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -62,7 +65,7 @@ from squall.parse import parse_html
 
 __all__ = [
     "Page", "RobotsSpec", "HostSpec", "SiteSpec", "RecordingServer", "PageHandler",
-    "generated_site", "directory_site", "spa_host", "spa_shell", "SPA_APP_JS", "url", "PORT",
+    "generated_site", "directory_site", "spa_host", "spa_shell", "SPA_APP_JS", "url", "PORT", "ThreadedSite",
 ]
 
 PORT = "{port}"  # placeholder replaced by the server's port in links, locations, robots text, str bodies
@@ -456,6 +459,8 @@ class RecordingServer:
         try:
             response = await handler(request)
             entry["status"] = response.status
+            if "Retry-After" in response.headers:
+                entry["retry_after"] = response.headers["Retry-After"]
             return response
         except web.HTTPException as exc:
             entry["status"] = exc.status
@@ -549,6 +554,50 @@ class RecordingServer:
         if request.method == "HEAD":
             return web.Response(headers=headers)
         return web.Response(body=body, headers=headers)
+
+
+
+class ThreadedSite:
+    """A :class:`RecordingServer` on its own event loop in a daemon thread (tests drive it synchronously).
+
+    ``server`` exposes the requests and the expectations; :meth:`close` stops it.
+    """
+
+    def __init__(self, spec: SiteSpec, log_path: Path) -> None:
+        self.server = RecordingServer(spec, log_path=log_path)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def seeds(self) -> list[str]:
+        return self.server.seeds
+
+    def url(self, ip: str, path: str = "/") -> str:
+        return f"{self.server.base_url(ip)}{path}"
+
+    def requests(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.server.requests]
+
+    def page_requests(self) -> Counter[str]:
+        """How many times each URL (robots.txt excluded) was requested."""
+        port = self.server.port
+        return Counter(f"http://{r['ip']}:{port}{r['path']}" for r in self.requests()
+                                   if r["path"] != "/robots.txt")
+
+    def start_times(self, ip: str) -> list[float]:
+        """Arrival times of every request to host ``ip`` (robots.txt included), sorted."""
+        return sorted(r["t"] for r in self.server.requests_for(ip))
+
+    def min_gap(self, ip: str) -> float:
+        times = self.start_times(ip)
+        return min((b - a for a, b in zip(times, times[1:])), default=float("inf"))
 
 
 def _not_modified(request: web.Request, page: Page) -> bool:

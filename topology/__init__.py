@@ -37,11 +37,10 @@ Each worker also serves ``/metrics`` (Prometheus) on its web server
 
 from __future__ import annotations
 
-import os
-
 import faust
 
 from squall.errors import ConfigError
+from squall.faust_app import SquallApp, SquallWorker
 from squall.settings import load_settings
 
 try:
@@ -52,12 +51,13 @@ except ConfigError as exc:  # a clear one-line message instead of a traceback fr
 _ID = settings["topology.id"]
 _N = settings["topology.partitions"]
 
-app = faust.App(
+
+app = SquallApp(
     _ID,
     broker="kafka://" + settings["kafka.bootstrap.servers"],
     store="rocksdb://",
-    # `faust --datadir DIR worker` (F_DATADIR) wins: two workers on one machine need two dirs
-    datadir=os.environ.get("F_DATADIR") or settings["topology.data.dir"],
+    # the table directory is resolved and locked when the worker starts: SquallWorker
+    Worker=SquallWorker,
     topic_partitions=_N,
     topic_replication_factor=settings["topology.replication.factor"],
     topic_allow_declare=True,
@@ -74,6 +74,7 @@ app = faust.App(
     origin="topology",
     stream_wait_empty=True,
 )
+app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 
 def _topic(suffix: str) -> faust.TopicT:

@@ -1,0 +1,84 @@
+"""squall.kafka_consumer: Faust's consumer with commits bounded by the first unacknowledged message.
+
+Pins the private Faust API the fix relies on, and shows the faust-streaming
+0.15.3 behaviour it replaces (if Faust fixes it, the first test fails: then
+the override may go).
+"""
+
+from __future__ import annotations
+
+import faust.transport.consumer as faust_consumer
+import pytest
+from faust.types import TP, Message
+
+from squall import kafka_consumer
+
+TOPIC = "t-fetch"
+TPX = TP(TOPIC, 0)
+
+
+@pytest.fixture
+def consumer():
+    import topology
+
+    c = topology.app.consumer
+    assert isinstance(c, kafka_consumer.Consumer)
+    for state in (c._acked, c._acked_index, c._committed_offset, c._gap):
+        state.clear()
+    c._unacked_messages.clear()
+    return c
+
+
+def _read(consumer, offsets):
+    messages = {o: Message(TOPIC, 0, o, 0.0, 0, None, b"k", b"v", None) for o in offsets}
+    for m in messages.values():
+        consumer._unacked_messages.add(m)
+    return messages
+
+
+def _ack(consumer, message):
+    message.acked = True
+    consumer._unacked_messages.discard(message)
+    consumer._acked[TPX].append(message.offset)
+    consumer._acked_index[TPX].add(message.offset)
+
+
+def test_faust_0_15_commits_over_one_unacknowledged_offset(consumer):
+    messages = _read(consumer, range(10, 14))
+    consumer._committed_offset[TPX] = 10
+    for o in (11, 12, 13):
+        _ack(consumer, messages[o])
+    assert faust_consumer.Consumer._new_offset(consumer, TPX) == 14  # offset 10 is still in processing
+
+
+def test_squall_commits_nothing_while_the_head_offset_is_in_processing(consumer):
+    messages = _read(consumer, range(10, 14))
+    consumer._committed_offset[TPX] = 10
+    for o in (11, 12, 13):
+        _ack(consumer, messages[o])
+    assert consumer._filter_committable_offsets([TPX]) == {}
+    _ack(consumer, messages[10])
+    assert consumer._filter_committable_offsets([TPX]) == {TPX: 14}
+    assert consumer._acked[TPX] == [] and not consumer._acked_index[TPX]
+
+
+def test_a_partition_without_a_committed_offset_commits_only_below_its_first_unacked(consumer):
+    messages = _read(consumer, range(0, 8))
+    for o in (3, 4, 5):
+        _ack(consumer, messages[o])
+    assert faust_consumer.Consumer._new_offset(consumer, TPX) == 6  # Faust: 0..2 would be lost at a crash
+    for o in (3, 4, 5):  # Faust's call consumed them; acknowledge again for squall's
+        consumer._acked[TPX].append(o)
+    assert consumer._filter_committable_offsets([TPX]) == {}
+    for o in (0, 1, 2):
+        _ack(consumer, messages[o])
+    assert consumer._filter_committable_offsets([TPX]) == {TPX: 6}
+
+
+def test_an_acked_run_is_committed_up_to_the_message_still_in_processing(consumer):
+    messages = _read(consumer, range(20, 30))
+    consumer._committed_offset[TPX] = 20
+    for o in (20, 21, 22, 24, 25):
+        _ack(consumer, messages[o])
+    assert consumer._new_offset(TPX) == 23
+    assert consumer._acked[TPX] == [24, 25]
