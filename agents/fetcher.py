@@ -62,7 +62,7 @@ from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from squall import fetch_decision as fd
 from squall.address_key import Connect, Move, fetch_route
 from squall.backoff import TokenBucket, try_take
-from squall.errors import BlockedAddress, FetchError, MessageError
+from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
 from squall.fetch_queues import FetchQueues
 from squall.http import HttpConfig, HttpFetcher
 from squall.outcome import classify_failure, classify_http
@@ -329,7 +329,11 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
 
     Returns None when there is nothing to report (a stale copy).
     """
-    origin = origin_of(msg.url)
+    try:
+        origin = origin_of(msg.url)
+    except InvalidURL as exc:  # a hand-out no frontier would make (a bad message): it ends with its reason
+        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, Reason(exc.reason)), time.time())
+        return [status], event_ended, runtime.pace(msg.key, event_ended.at_s)
     address = None
     if BY_IP:
         if _stale(msg):  # a late copy must not move nor fail a URL whose result was applied

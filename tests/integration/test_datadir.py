@@ -23,7 +23,7 @@ def test_workers_store_their_tables_in_their_own_datadir_and_a_shared_one_is_ref
     c.start_worker("w1", cwd=elsewhere)
     c.seed(served.seeds)
     c.wait_idle(timeout_s=240)
-    assert _table_dirs(c.datadir("w1")) == {"urls", "hosts", "robots"}
+    assert _table_dirs(c.datadir("w1")) == {"urls", "hosts", "robots", "audit"}
     assert (c.datadir("w1") / LOCK_NAME).read_text().strip() == str(c.workers["w1"].pid)
     assert not (elsewhere / "var").exists() and not (c.workdir / "data" / "v1").exists()
 
