@@ -50,7 +50,7 @@ kafka-status: venv
 	$(VENV)/bin/squall kafka status $(KAFKA_ARGS)
 
 # ------------------------------------------------------------------ demo
-# demo: squall/demo.py. Brings up the local broker if none answers at
+# demo: squall/tools/demo.py. Brings up the local broker if none answers at
 # kafka.bootstrap.servers ($KAFKA_BOOTSTRAP_SERVERS overrides), serves a
 # multi-host loopback site (SITE=DIR: a directory of HTML instead), crawls
 # it with one worker, prints the summary, checks and WARC path, and stops
@@ -58,4 +58,4 @@ kafka-status: venv
 # ------------------------------------------------------------------
 DEMO_ARGS ?=
 demo: venv
-	$(VENV_PY) -m squall.demo $(if $(SITE),--site $(SITE),) $(DEMO_ARGS)
+	$(VENV_PY) -m squall.tools.demo $(if $(SITE),--site $(SITE),) $(DEMO_ARGS)

@@ -1,8 +1,8 @@
 """The byIP mode's resolver for the agents: one cache per worker, one lookup per host at a time.
 
-The decisions (key choice, TTL, move or fail) are :mod:`squall.address_key`'s;
+The decisions (key choice, TTL, move or fail) are :mod:`squall.policy.address_key`'s;
 this module only does the DNS I/O, through the fetcher's SSRF-safe resolver
-(:meth:`squall.http.HttpFetcher.resolve`: ``http.resolve`` pins, address
+(:meth:`squall.net.http.HttpFetcher.resolve`: ``http.resolve`` pins, address
 judging). The status updater and the fetcher of a worker share it: the
 worker that owns a queue's partition in both topics resolves once for both.
 
@@ -18,11 +18,11 @@ import logging
 import time
 from urllib.parse import urlsplit
 
-from squall.address_key import AddressCache, AddressConfig, Resolution
+from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.errors import BlockedAddress, FetchError
-from squall.http import HttpConfig, HttpFetcher
-from squall.records import Reason
-from squall.urls import host_of
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy.records import Reason
+from squall.policy.urls import host_of
 from topology import settings
 
 log = logging.getLogger("squall.addresses")

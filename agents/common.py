@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
-from squall.frontier import HostRecord
-from squall.urls import CanonicalCache, NormalizerConfig
+from squall.policy.frontier import HostRecord
+from squall.policy.urls import CanonicalCache, NormalizerConfig
 from topology import deadletter_topic, hosts_table, settings
 
 log = logging.getLogger("squall.agents")

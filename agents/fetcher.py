@@ -6,11 +6,11 @@ task has sent the URL's results and signal, so its offset is committed only
 then and a crash re-delivers it — at-least-once. (Faust's ``stream.noack()``
 is not used: it disables offset tracking for the whole topic.)
 
-Each task waits for its turn in the fetch queues (:mod:`squall.fetch_queues`,
+Each task waits for its turn in the fetch queues (:mod:`squall.policy.fetch_queues`,
 ``fetcher.threads.number`` slots overall), whose start times come from the
-one pace model (:mod:`squall.pace`); every decision — robots consequences,
+one pace model (:mod:`squall.policy.pace`); every decision — robots consequences,
 statuses, conditional headers, the pace event and the signal — is
-:mod:`squall.fetch_decision`'s. URLs are handed out ahead of their host's
+:mod:`squall.policy.fetch_decision`'s. URLs are handed out ahead of their host's
 delay (``frontier.handout.ahead``), so the next one is already waiting here
 when the delay ends and starts within milliseconds of the earliest allowed
 time (ARCHITECTURE.md invariant 6).
@@ -23,7 +23,7 @@ Re-delivery and take-over (invariants 2 and 3):
   (its ack waits for the first copy's result);
 * a queue first seen by this worker starts from the durable hosts-table pace,
   and waits one delay after the take-over when an earlier owner's hand-outs
-  were still out (:func:`squall.pace.on_takeover`);
+  were still out (:func:`squall.policy.pace.on_takeover`);
 * revoked partitions drop their queues: URLs still waiting are handed back
   to the frontier (reported unattempted and acknowledged), never fetched here.
 
@@ -33,7 +33,7 @@ goes to the partition of the URL's host, as Faust requires.
 
 ``partition.url.mode: byIP`` (:func:`_address_route`): before it waits for
 a turn, a URL's host is resolved (a fresh cached answer, else a lookup —
-never while the queue is held, seed 004) and :func:`squall.address_key.fetch_route`
+never while the queue is held, seed 004) and :func:`squall.policy.address_key.fetch_route`
 decides: its requests (robots.txt of its origin included) connect to the
 address its key names, with the URL's own Host header and SNI; a host that
 resolves elsewhere now is handed back to move to its new key
@@ -59,18 +59,18 @@ from agents.render import render_step
 from agents.robots import RobotsService
 from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
-from squall import fetch_decision as fd
-from squall.address_key import Connect, Move, fetch_route
-from squall.backoff import TokenBucket, try_take
+from squall.policy import fetch_decision as fd
+from squall.policy.address_key import Connect, Move, fetch_route
+from squall.policy.backoff import TokenBucket, try_take
 from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
-from squall.fetch_queues import FetchQueues
-from squall.http import HttpConfig, HttpFetcher
-from squall.outcome import classify_failure, classify_http
-from squall.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
-from squall.partition import is_ip_literal, partition_for_key, partition_key
-from squall.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
-from squall.urls import NormalizerConfig, origin_of
-from squall.warc import WarcWriter
+from squall.policy.fetch_queues import FetchQueues
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy.outcome import classify_failure, classify_http
+from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
+from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
+from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
+from squall.policy.urls import NormalizerConfig, origin_of
+from squall.net.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
 
 log = logging.getLogger("squall.fetcher")
@@ -114,8 +114,8 @@ class Turn:
 class FetcherRuntime:
     """Per-worker fetch machinery, created in the worker's event loop on first use.
 
-    ``paces`` is the fetcher's gate: one :class:`squall.pace.PaceState` per
-    queue, updated with the same :func:`squall.pace.after_fetch` the regulator
+    ``paces`` is the fetcher's gate: one :class:`squall.policy.pace.PaceState` per
+    queue, updated with the same :func:`squall.policy.pace.after_fetch` the regulator
     applies to the hosts table.
     """
 

@@ -3,12 +3,12 @@
 * :func:`audit_request` is called right before every HTTP request the
   fetcher sends (pages in :mod:`agents.fetcher`, robots.txt and each redirect
   hop in :mod:`agents.robots`). It updates the host's
-  :class:`squall.audit.HostAudit` in the ``audit`` table. Like the robots
+  :class:`squall.policy.audit.HostAudit` in the ``audit`` table. Like the robots
   table write, it must run inside the fetch event of the host's partition
   (the fetch tasks carry that event), so the changelog record lands on the
   partition that owns the host and survives restarts and rebalances.
 * ``GET /metrics`` on the worker's Faust web server (127.0.0.1,
-  ``topology.web.port``) serves :class:`squall.metrics.Metrics` plus gauges
+  ``topology.web.port``) serves :class:`squall.worker.metrics.Metrics` plus gauges
   read from the tables of the partitions this worker owns at scrape time
   (URLs by status, due, in flight, blocked / backing-off hosts, consumer lag,
   pages per second, and per-host series for the ``metrics.hosts.top`` hosts
@@ -27,10 +27,10 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from squall.audit import HostAudit, record_request
-from squall.http import FetchResult
-from squall.metrics import Metrics, RateWindow, robots_outcome, top_keys
-from squall.records import Status, StatusMessage
+from squall.policy.audit import HostAudit, record_request
+from squall.net.http import FetchResult
+from squall.worker.metrics import Metrics, RateWindow, robots_outcome, top_keys
+from squall.policy.records import Status, StatusMessage
 from topology import app, audit_table, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.observe")

@@ -4,7 +4,7 @@ Turns a fetched page into DISCOVERED outlinks (canonical, depth + 1, with
 the metadata ``metadata.transfer`` passes on), honouring ``<base href>``,
 ``rel=nofollow`` and meta robots / X-Robots-Tag ``nofollow``. Links go out
 batched, one status message per Kafka partition
-(:func:`squall.scope.batch_outlinks`); those refused whatever their host
+(:func:`squall.policy.scope.batch_outlinks`); those refused whatever their host
 (scheme, include/exclude, depth, query parameters, repeated segments) are
 only counted in it, never sent one by one. Why there is no parse topic: see
 :mod:`topology`.
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from agents.common import CANONICAL
 from agents.sitemaps import parse_sitemap
-from squall import metadata as md
-from squall.http import FetchResult
-from squall.parse import is_parseable, parse_html
-from squall.records import StatusMessage
-from squall.robots_policy import product_token
-from squall.scope import LinkJudge, ScopeConfig, batch_outlinks
-from squall.sitemaps import is_marked, settle_status
+from squall.policy import metadata as md
+from squall.net.http import FetchResult
+from squall.policy.parse import is_parseable, parse_html
+from squall.policy.records import StatusMessage
+from squall.policy.robots_rules import product_token
+from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks
+from squall.policy.sitemaps import is_marked, settle_status
 from topology import settings
 
 JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
@@ -40,7 +40,7 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     names them — the default) says ``parse.noindex`` / ``parse.nofollow``
     (meta robots or X-Robots-Tag), ``parse.canonical`` (rel=canonical),
     ``parse.title`` and ``parse.charset``; a page that went through the
-    browser also ``parse.render*`` (:meth:`squall.render_policy.RenderOutcome.metadata`).
+    browser also ``parse.render*`` (:meth:`squall.policy.render_policy.RenderOutcome.metadata`).
     Content types outside ``parser.mimetypes`` are not parsed (they are still archived). A URL
     marked ``isSitemap=true`` is read as a sitemap instead
     (:func:`agents.sitemaps.parse_sitemap`), whatever its content type.

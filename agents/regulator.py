@@ -3,7 +3,7 @@
 The worker that owns a host's partition is the only one that applies its
 signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
 It applies the same pace model as the fetcher's gate
-(:mod:`squall.pace`, through :func:`squall.host_pacing.apply_signal`) to the
+(:mod:`squall.policy.pace`, through :func:`squall.policy.host_pacing.apply_signal`) to the
 durable record; re-delivery is made harmless there.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from agents.common import deadletter, load_host, save_host
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.errors import MessageError
-from squall.host_pacing import apply_signal
-from squall.pace import PaceConfig
-from squall.records import SignalMessage
+from squall.policy.host_pacing import apply_signal
+from squall.policy.pace import PaceConfig
+from squall.policy.records import SignalMessage
 from topology import app, settings, signals_topic
 
 PACE = PaceConfig.from_settings(settings)

@@ -8,16 +8,16 @@ a render counts as a fetch of its host)::
     result = await render_step(msg, result, runtime)
 
 Returns ``result`` unchanged unless the page is rendered
-(:func:`squall.render_policy.should_render`); then a copy whose ``render``
+(:func:`squall.policy.render_policy.should_render`); then a copy whose ``render``
 says what happened and whose body is the rendered DOM (UTF-8,
 ``Content-Type: text/html; charset=utf-8``) when the render succeeded — the
 parser takes its links from it; after a failure the raw body stays and the
 parser records the reason. The DOM is archived as a WARC ``conversion``
 record referring to the response.
 
-The browser's requests are judged by :func:`squall.render_policy.judge_request`
+The browser's requests are judged by :func:`squall.policy.render_policy.judge_request`
 with squall's robots cache (:class:`agents.robots.RobotsService`, never a new
-robots.txt fetch) and fetched by the fetcher's :class:`squall.http.HttpFetcher`.
+robots.txt fetch) and fetched by the fetcher's :class:`squall.net.http.HttpFetcher`.
 With ``render.enabled`` and no Chromium, importing this module stops the
 worker with one line naming ``render.browser.path``.
 """
@@ -30,20 +30,20 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from squall.browser import find_chromium
+from squall.net.browser import find_chromium
 from squall.errors import BrowserMissing
-from squall.http import FetchResult
-from squall.netsafety import NetworkPolicy
-from squall.parse import is_parseable, parse_html
-from squall.records import FetchMessage
-from squall.render import BrowserPool
-from squall.render_policy import (RenderConfig, RobotsAnswer, SubRequest, judge_request, shell_signals,
+from squall.net.http import FetchResult
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.parse import is_parseable, parse_html
+from squall.policy.records import FetchMessage
+from squall.net.render import BrowserPool
+from squall.policy.render_policy import (RenderConfig, RobotsAnswer, SubRequest, judge_request, shell_signals,
                                   should_render)
-from squall.robots_policy import product_token
-from squall.urls import host_of, origin_of
+from squall.policy.robots_rules import product_token
+from squall.policy.urls import host_of, origin_of
 from topology import settings
 
-log = logging.getLogger("squall.render")
+log = logging.getLogger("squall.net.render")
 CONFIG = RenderConfig.from_settings(settings)
 MODE = settings["partition.url.mode"]
 NETWORK = NetworkPolicy.from_settings(settings)

@@ -1,7 +1,7 @@
 """robots.txt per origin for the fetcher: LRU → robots table → fetch (RFC 9309).
 
 The decisions (status handling, TTL, back-off, last good copy) are
-:mod:`squall.robots_policy`'s; this module only does the I/O: it fetches
+:mod:`squall.policy.robots_rules`'s; this module only does the I/O: it fetches
 ``/robots.txt`` following up to 5 redirects (RFC 9309 §2.3.1.2, other hosts
 included), caps the body, and stores the entry in the durable robots table
 (written inside the fetch event of the origin's partition).
@@ -24,10 +24,10 @@ from collections.abc import Awaitable, Callable
 
 from agents.observe import observe_robots
 from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
-from squall.http import HttpFetcher
-from squall.robots_policy import (RobotsCache, RobotsConfig, RobotsEntry, RobotsFetchOutcome, RobotsRules,
-                                  conditional_headers, decide)
-from squall.urls import origin_of, robots_url
+from squall.net.http import HttpFetcher
+from squall.policy.robots_rules import RobotsConfig, RobotsRules
+from squall.policy.robots_status import RobotsCache, RobotsEntry, RobotsFetchOutcome, conditional_headers, decide
+from squall.policy.urls import origin_of, robots_url
 from topology import robots_table
 
 log = logging.getLogger("squall.robots")

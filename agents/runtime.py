@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import time
 
-from squall.frontier import DueIndex, HostRecord
-from squall.partition import partition_for_key
-from squall.schedule import UrlRecord
+from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.partition import partition_for_key
+from squall.policy.schedule import UrlRecord
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
@@ -25,7 +25,7 @@ class WorkerState:
     """Due index per owned partition, when a tick was last sent to each, and since when it is owned.
 
     ``assigned_at`` (partition → Unix s) tells a hand-out of this worker
-    from one of an earlier owner (the take-over rule of :mod:`squall.pace`).
+    from one of an earlier owner (the take-over rule of :mod:`squall.policy.pace`).
     """
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """Sitemap steps of the fetcher's process: the robots.txt hook and the sitemap parse.
 
-The decisions are :mod:`squall.sitemaps`' (pure); this module reads the
+The decisions are :mod:`squall.policy.sitemaps`' (pure); this module reads the
 settings, the host record and sends messages. A sitemap is an ordinary URL
 of the frontier marked ``isSitemap=true``: it is handed out, robots-checked,
 queued and paced like any other URL of its host; only its parse differs.
@@ -12,16 +12,16 @@ import logging
 import time
 
 from agents.common import load_host
-from squall import metadata as md
-from squall.http import FetchResult
-from squall.partition import partition_key
-from squall.records import StatusMessage
-from squall.robots_policy import RobotsEntry
-from squall.sitemaps import SitemapConfig, discovery_statuses, discovery_urls, listed_statuses, read_sitemap
-from squall.urls import NormalizerConfig, host_of
+from squall.policy import metadata as md
+from squall.net.http import FetchResult
+from squall.policy.partition import partition_key
+from squall.policy.records import StatusMessage
+from squall.policy.robots_status import RobotsEntry
+from squall.policy.sitemaps import SitemapConfig, discovery_statuses, discovery_urls, listed_statuses, read_sitemap
+from squall.policy.urls import NormalizerConfig, host_of
 from topology import settings, status_topic
 
-log = logging.getLogger("squall.sitemaps")
+log = logging.getLogger("squall.policy.sitemaps")
 CONFIG = SitemapConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
 TRANSFER = tuple(settings["metadata.transfer"])

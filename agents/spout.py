@@ -6,7 +6,7 @@ agent then hands out inside that partition's event (Faust writes a table's
 changelog to the partition of the current event). A host gets at most
 ``frontier.max.urls.per.bucket`` URLs per tick, only while fewer than
 ``frontier.handout.ahead`` of its URLs are out and its earliest start is
-within ``frontier.handout.lead.secs`` (:meth:`squall.frontier.HostRecord.eligible_at_s`):
+within ``frontier.handout.lead.secs`` (:meth:`squall.policy.frontier.HostRecord.eligible_at_s`):
 the URLs travel ahead of the delay and the fetcher's queue starts each on
 time (ARCHITECTURE.md invariants 2 and 6). The hand-out is recorded in the
 durable hosts table before the URLs are sent.
@@ -19,8 +19,8 @@ import time
 
 from agents.common import load_host, save_host
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
-from squall.records import FetchMessage
-from squall.schedule import UrlRecord
+from squall.policy.records import FetchMessage
+from squall.policy.schedule import UrlRecord
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.spout")

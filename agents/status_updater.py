@@ -3,11 +3,11 @@
 For each message: decode, canonicalize, route to the partition of its key,
 then either admit discovered URLs (dedup, scope and trap guards; a batch of
 outlinks of one page shares one read and one write of its host record) or
-apply a fetch result (:func:`squall.schedule.apply`), and keep the due index
+apply a fetch result (:func:`squall.policy.schedule.apply`), and keep the due index
 in step. Bad input goes to the dead-letter topic; the stream goes on.
 
 ``partition.url.mode: byIP``: the key is the address the URL's host resolves
-to (:mod:`squall.address_key`). A host not resolved yet on this worker is
+to (:mod:`squall.policy.address_key`). A host not resolved yet on this worker is
 looked up in its own task while the loop goes on; its URL's message is then
 sent to the partition of its address (the event's ack held until then,
 at-least-once). A message that reaches the partition holding the URL's
@@ -27,16 +27,16 @@ from dataclasses import dataclass, field, replace
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
-from squall import metadata as md
-from squall.address_key import status_key
+from squall.policy import metadata as md
+from squall.policy.address_key import status_key
 from squall.errors import InvalidURL, MessageError
-from squall.frontier import HostRecord
-from squall.partition import partition_for_key, partition_key
-from squall.records import StatusMessage
-from squall.schedule import ScheduleConfig, UrlRecord, apply, new_record
-from squall.scope import ScopeConfig, check
-from squall.sitemaps import is_marked, lastmod_of
-from squall.urls import NormalizerConfig, canonicalize, host_of
+from squall.policy.frontier import HostRecord
+from squall.policy.partition import partition_for_key, partition_key
+from squall.policy.records import StatusMessage
+from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
+from squall.policy.scope import ScopeConfig, check
+from squall.policy.sitemaps import is_marked, lastmod_of
+from squall.policy.urls import NormalizerConfig, canonicalize, host_of
 from topology import app, settings, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
@@ -222,7 +222,7 @@ def _forget(url: str) -> None:
 
 
 def _seed_canonical(url: str) -> str:
-    """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.urls.canonicalize`."""
+    """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.policy.urls.canonicalize`."""
     return canonicalize(url, NORMALIZER, seed=True)
 
 
@@ -298,7 +298,7 @@ def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: floa
 def _news_for_known(msg: StatusMessage) -> bool:
     """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
 
-    The cases :func:`squall.schedule.apply` acts on for a rediscovery; any
+    The cases :func:`squall.policy.schedule.apply` acts on for a rediscovery; any
     other rediscovery is skipped without reading the stored record.
     """
     return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None

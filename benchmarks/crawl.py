@@ -1,16 +1,16 @@
 """End-to-end benchmark of a whole crawl through the real broker (issue 7 §6), optionally against Scrapy.
 
 The farm: N simulated hosts (one loopback address each, ``127.1.x.y``, all on
-one port) served by :class:`squall.testsite.RecordingServer`, which records
+one port) served by :class:`squall.tools.testsite.RecordingServer`, which records
 every request with its arrival time. Each host has P pages: ``/`` links to
 every other page of its host, each page links to ``--links`` pages of its
 host and one page of another host (every page is reachable in one hop from
 its index), and ``--offsite`` links to hosts that are not seeded (out of
 scope: squall must reject them, Scrapy's spider does not follow them).
 robots.txt allows everything. squall runs with ``fetcher.server.delay`` = D
-and W ``faust -A topology worker`` processes (:class:`squall.harness.Crawl`,
+and W ``faust -A topology worker`` processes (:class:`squall.tools.harness.Crawl`,
 the same command an operator runs) on the broker at ``--bootstrap``; without
-it the benchmark starts the local broker (:mod:`squall.kafka_local`) on
+it the benchmark starts the local broker (:mod:`squall.tools.kafka_local`) on
 ``--broker-port`` and stops it at the end.
 
 What each row says (all from the recording server, except CPU and RSS):
@@ -71,10 +71,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from squall.harness import Crawl  # noqa: E402
-from squall.kafka_admin import ensure_topics  # noqa: E402
-from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
-from squall.topics import all_topics  # noqa: E402
+from squall.tools.harness import Crawl  # noqa: E402
+from squall.tools.kafka_admin import ensure_topics  # noqa: E402
+from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
+from squall.policy.topics import all_topics  # noqa: E402
 from tests.integration.conftest import ServedSite  # noqa: E402 (the integration tests' threaded server)
 
 VIOLATION_SLACK_S = 0.010  # a gap shorter than delay - 10 ms is a violation (clock and scheduling noise below)
@@ -469,7 +469,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from squall import kafka_local
+    from squall.tools import kafka_local
 
     bootstrap = args.bootstrap or f"127.0.0.1:{args.broker_port}"
     started = False if args.bootstrap else kafka_local.up(bootstrap, fresh=True)

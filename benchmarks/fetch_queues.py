@@ -1,4 +1,4 @@
-"""Micro-benchmark of squall.fetch_queues.FetchQueues alone (seed 004's table, StormCrawler #2129).
+"""Micro-benchmark of squall.policy.fetch_queues.FetchQueues alone (seed 004's table, StormCrawler #2129).
 
 Seed 004's set-up: 20 000 hosts x 20 URLs, ``fetcher.server.delay`` 1 s so
 that almost every queue is waiting, 50 fetcher threads, 1 producer thread
@@ -44,11 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from squall.backoff import BackoffConfig  # noqa: E402
-from squall.crawl_delay_policy import CrawlDelayConfig  # noqa: E402
-from squall.fetch_queues import FetchQueues  # noqa: E402
-from squall.pace import FetchEnded, PaceConfig, PaceState, after_fetch  # noqa: E402
-from squall.records import SignalKind  # noqa: E402
+from squall.policy.backoff import BackoffConfig  # noqa: E402
+from squall.policy.crawl_delay import CrawlDelayConfig  # noqa: E402
+from squall.policy.fetch_queues import FetchQueues  # noqa: E402
+from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch  # noqa: E402
+from squall.policy.records import SignalKind  # noqa: E402
 
 SLOTS = 50
 MAX_IDLE_SLEEP_S = 0.010
@@ -79,7 +79,7 @@ def p99(samples: list[int]) -> float:
 
 async def run(hosts: int, urls_per_host: int, delay_s: float, seconds: float, sample_every: int, producer_batch: int) -> dict[str, str]:
     queues: FetchQueues[tuple[int, int]] = FetchQueues(threads_per_queue=1, max_queue_size=-1)
-    # the fetcher's path: the pace model says when, the queues order (squall.pace)
+    # the fetcher's path: the pace model says when, the queues order (squall.policy.pace)
     config = PaceConfig(server_delay_s=delay_s, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,
                         backoff=BackoffConfig(1.0, 60.0, 3600.0), crawl=CrawlDelayConfig(False, 86400, 1800.0))
     paces: dict[str, PaceState] = {}

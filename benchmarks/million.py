@@ -5,11 +5,11 @@
 Needs a broker (``squall kafka up``; ``$KAFKA_BOOTSTRAP_SERVERS`` or
 ``--bootstrap``). Measures, and prints as a Markdown table:
 
-1. **hand-out cost** of the due index alone (:class:`squall.frontier.DueIndex`,
+1. **hand-out cost** of the due index alone (:class:`squall.policy.frontier.DueIndex`,
    in process, no Kafka) with 10 k / 100 k / 1 M stored URLs: µs per
    ``pop_due`` of one host's URL, and bytes per stored URL (tracemalloc);
-2. **one real worker** (``faust -A topology worker`` via squall.harness):
-   seeding through ``squall seed``'s path (:func:`squall.seeding.produce_seeds`)
+2. **one real worker** (``faust -A topology worker`` via squall.tools.harness):
+   seeding through ``squall seed``'s path (:func:`squall.cli.seed.produce_seeds`)
    and through a raw aiokafka producer — URLs/s sent, and URLs/s stored
    (until the status topic's consumer lag is 0) —, the worker's RSS before and
    after, and after a restart (SIGTERM, start again) the seconds until the due
@@ -38,13 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from squall.frontier import DueIndex  # noqa: E402
-from squall.harness import Crawl  # noqa: E402
-from squall.partition import partition_key  # noqa: E402
-from squall.records import StatusMessage  # noqa: E402
-from squall.seeding import SeedLine, produce_seeds  # noqa: E402
-from squall.status_report import _lag  # noqa: E402
-from squall.topics import topic_name  # noqa: E402
+from squall.policy.frontier import DueIndex  # noqa: E402
+from squall.tools.harness import Crawl  # noqa: E402
+from squall.policy.partition import partition_key  # noqa: E402
+from squall.policy.records import StatusMessage  # noqa: E402
+from squall.cli.seed import SeedLine, produce_seeds  # noqa: E402
+from squall.cli.status import _lag  # noqa: E402
+from squall.policy.topics import topic_name  # noqa: E402
 
 
 def host_ip(i: int) -> str:

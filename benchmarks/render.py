@@ -3,17 +3,17 @@
 What one fetcher slot does per page, without the broker and without the
 politeness delay (both are the same with and without rendering):
 
-* ``raw``: :meth:`squall.http.HttpFetcher.fetch` of the page, then
-  :func:`squall.parse.parse_html` (links found: 0 — the SPA's links exist
+* ``raw``: :meth:`squall.net.http.HttpFetcher.fetch` of the page, then
+  :func:`squall.policy.parse.parse_html` (links found: 0 — the SPA's links exist
   only after its script ran);
-* ``render``: the same fetch, then :meth:`squall.render.BrowserPool.render`
-  (every browser request judged by :func:`squall.render_policy.judge_request`
+* ``render``: the same fetch, then :meth:`squall.net.render.BrowserPool.render`
+  (every browser request judged by :func:`squall.policy.render_policy.judge_request`
   and fetched through the same HttpFetcher: ``/app.js`` — from the worker's
   cache after the first page — and ``/api/<page>.json``), then parse of the
   rendered DOM (links found: the page's links).
 
 One browser (``render.pool.size`` 1), pages rendered one after the other.
-The site (:func:`squall.testsite.spa_host`) has ``--pages`` pages of
+The site (:func:`squall.tools.testsite.spa_host`) has ``--pages`` pages of
 ``--links`` links each. Prints a table (mode, pages, seconds, pages/s,
 ms/page, links found) and the machine. A benchmark, not a test: nothing is
 asserted (STYLE.md). Run::
@@ -29,14 +29,14 @@ import os
 import platform
 import time
 
-from squall.browser import find_chromium
-from squall.http import HttpConfig, HttpFetcher
-from squall.netsafety import NetworkPolicy
-from squall.parse import parse_html
-from squall.render import BrowserPool
-from squall.render_policy import RenderConfig, RobotsAnswer, judge_request
+from squall.net.browser import find_chromium
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.parse import parse_html
+from squall.net.render import BrowserPool
+from squall.policy.render_policy import RenderConfig, RobotsAnswer, judge_request
 from squall.settings import load_settings
-from squall.testsite import RecordingServer, SiteSpec, spa_host
+from squall.tools.testsite import RecordingServer, SiteSpec, spa_host
 
 HOST = "127.0.0.2"
 

@@ -1,4 +1,4 @@
-"""Micro-benchmark of the sitemap parse step: squall.sitemaps.read_sitemap + listed_statuses on one file.
+"""Micro-benchmark of the sitemap parse step: squall.policy.sitemaps.read_sitemap + listed_statuses on one file.
 
 The parse step runs inside the fetcher's event loop (like the HTML parser),
 so its time is time the loop does not serve other fetches. Measured on
@@ -19,8 +19,8 @@ import platform
 import time
 
 from squall.settings import load_settings
-from squall.sitemaps import LEVEL_KEY, SITEMAP_KEY, SitemapConfig, listed_statuses, read_sitemap
-from squall.urls import NormalizerConfig
+from squall.policy.sitemaps import LEVEL_KEY, SITEMAP_KEY, SitemapConfig, listed_statuses, read_sitemap
+from squall.policy.urls import NormalizerConfig
 
 
 def _files(n: int) -> dict[str, tuple[bytes, str]]:

@@ -4,7 +4,7 @@ No broker: the urls and hosts tables are replaced by in-memory tables that
 encode and decode every value as JSON, as Faust's ``value_serializer="json"``
 tables do on each get and set (the RocksDB store and the changelog send are
 not counted). The same code as the worker runs otherwise:
-``agents.parser.parse`` on each page (a :class:`squall.http.FetchResult`),
+``agents.parser.parse`` on each page (a :class:`squall.net.http.FetchResult`),
 ``StatusMessage.to_bytes`` of every message the fetcher would send, and the
 status updater's handling of each message (``agents.status_updater.handle``:
 decode, canonicalize, partition check, scope and trap checks, dedup, host and
@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     import agents.status_updater as su
     from agents import parser
     from agents.runtime import PARTITIONS, state
-    from squall.frontier import DueIndex
-    from squall.http import FetchResult
-    from squall.partition import partition_for_key, partition_key
-    from squall.records import StatusMessage
+    from squall.policy.frontier import DueIndex
+    from squall.net.http import FetchResult
+    from squall.policy.partition import partition_for_key, partition_key
+    from squall.policy.records import StatusMessage
 
     urls, hosts = JsonTable(), JsonTable()
     common.hosts_table = hosts
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 sent += 1
             return sent
         # the agent loop of the status updater before `handle` existed (for the "before" numbers)
-        from squall.urls import canonicalize
+        from squall.policy.urls import canonicalize
         msg = StatusMessage.from_bytes(value)
         url = canonicalize(msg.url, su.NORMALIZER)
         k = partition_key(url, su.MODE)

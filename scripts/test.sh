@@ -7,7 +7,7 @@
 #   1. $KAFKA_BOOTSTRAP_SERVERS if set (your own broker; left alone);
 #   2. a Docker engine answers (`docker info`): testcontainers starts one
 #      (SQUALL_TEST_DOCKER=1, see tests/conftest.py);
-#   3. else the local Maven-jar broker (squall.kafka_local) on the test port
+#   3. else the local Maven-jar broker (squall.tools.kafka_local) on the test port
 #      ${SQUALL_TEST_BOOTSTRAP:-127.0.0.1:19092} (a broker on 9092 is never
 #      touched), started empty and always stopped and wiped on exit if this
 #      script started it.
@@ -29,7 +29,7 @@ started=""
 cleanup() {
     if [ -n "$started" ]; then
         echo "test: stopping the test broker at $started"
-        "$PY" -m squall.kafka_local down --bootstrap "$started" --wipe || true
+        "$PY" -m squall.cli.kafka down --bootstrap "$started" --wipe || true
     fi
 }
 trap cleanup EXIT
@@ -41,9 +41,9 @@ elif command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
     export SQUALL_TEST_DOCKER=1
 else
     bootstrap="${SQUALL_TEST_BOOTSTRAP:-127.0.0.1:19092}"
-    # `python -m squall.kafka_local` is `squall kafka` without importing the
+    # `python -m squall.cli.kafka` is `squall kafka` without importing the
     # other commands, so a broken command module cannot stop the test run.
-    out="$("$PY" -m squall.kafka_local up --bootstrap "$bootstrap" --fresh)"
+    out="$("$PY" -m squall.cli.kafka up --bootstrap "$bootstrap" --fresh)"
     echo "$out"
     case "$out" in
         *"started broker"*) started="$bootstrap" ;;

@@ -13,7 +13,7 @@ Hierarchy::
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
 aiohttp and Kafka client errors are translated into these at one boundary
-(squall.http for fetching, squall.kafka_local for the broker).
+(squall.net.http for fetching, squall.tools.kafka_local for the broker).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class DataDirError(SquallError):
 
 
 class FetchError(SquallError):
-    """A fetch that failed; ``reason`` is a ``squall.records.Reason`` value."""
+    """A fetch that failed; ``reason`` is a ``squall.policy.records.Reason`` value."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         self.reason = reason

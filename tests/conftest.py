@@ -4,7 +4,7 @@
 
 1. ``$KAFKA_BOOTSTRAP_SERVERS`` (e.g. exported by ``scripts/test.sh``);
 2. a testcontainers Kafka container when ``SQUALL_TEST_DOCKER=1``;
-3. the local Maven-jar broker (:mod:`squall.kafka_local`) on
+3. the local Maven-jar broker (:mod:`squall.tools.kafka_local`) on
    ``$SQUALL_TEST_BOOTSTRAP`` (default ``127.0.0.1:19092``, a test port, so a
    broker on 9092 is never touched), stopped at the end only if this session
    started it.
@@ -46,7 +46,7 @@ def kafka_bootstrap() -> Iterator[str]:
         with container:
             yield container.get_bootstrap_server()
         return
-    from squall import kafka_local
+    from squall.tools import kafka_local
 
     started = kafka_local.up(TEST_BOOTSTRAP, fresh=True)
     try:
@@ -58,8 +58,8 @@ def kafka_bootstrap() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def chromium() -> Path:
-    """The system Chromium (squall.browser.find_chromium); a test needing it FAILS with one line without it."""
-    from squall.browser import find_chromium
+    """The system Chromium (squall.net.browser.find_chromium); a test needing it FAILS with one line without it."""
+    from squall.net.browser import find_chromium
     from squall.errors import BrowserMissing
 
     try:

@@ -5,7 +5,7 @@ declaration; decisions live in :mod:`squall` (policy) and the loops in
 :mod:`agents`.
 
 Topics (all raw bytes, keyed by the URL's partition key as UTF-8 — see
-:mod:`squall.partition` — with ``topology.partitions`` partitions and Kafka's
+:mod:`squall.policy.partition` — with ``topology.partitions`` partitions and Kafka's
 default murmur2 partitioner, so partition p of every topic and table lands on
 the same worker: ARCHITECTURE.md invariant 1):
 
@@ -29,7 +29,7 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 * ``hosts``   partition key → HostRecord (next eligible time, blocked-until,
   in-flight hand-outs, regulator state, rejection counts)
 * ``robots``  robots.txt origin → RobotsEntry (RFC 9309 cache, survives restarts)
-* ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.audit`)
+* ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.policy.audit`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
 (:mod:`agents.observe`).
@@ -40,7 +40,7 @@ from __future__ import annotations
 import faust
 
 from squall.errors import ConfigError
-from squall.faust_app import SquallApp, SquallWorker
+from squall.worker.faust_app import SquallApp, SquallWorker
 from squall.settings import load_settings
 
 try:

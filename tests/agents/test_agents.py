@@ -20,10 +20,10 @@ from agents import runtime as agent_runtime
 from agents.regulator import regulator
 from agents.spout import spout
 from agents.status_updater import status_updater
-from squall.frontier import DueIndex, HostRecord
-from squall.partition import partition_for_key
-from squall.records import FetchMessage, SignalKind, SignalMessage
-from squall.schedule import UrlRecord
+from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.partition import partition_for_key
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage
+from squall.policy.schedule import UrlRecord
 
 PARTITIONS: int = topology.settings["topology.partitions"]
 HOST = "example.com"

@@ -18,12 +18,12 @@ import topology
 from agents import addresses as addresses_module
 from agents import status_updater as su
 from agents.status_updater import status_updater
-from squall.address_key import AddressCache, Resolution
+from squall.policy.address_key import AddressCache, Resolution
 from squall.errors import FetchError
-from squall.frontier import HostRecord
-from squall.partition import partition_for_key
-from squall.records import FetchMessage, Reason
-from squall.schedule import UrlRecord
+from squall.policy.frontier import HostRecord
+from squall.policy.partition import partition_for_key
+from squall.policy.records import FetchMessage, Reason
+from squall.policy.schedule import UrlRecord
 
 from .test_agents import PARTITIONS, Sent, sent  # noqa: F401 (fixture)
 
@@ -165,7 +165,7 @@ async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(by_ip: AddressCac
 
 async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressCache, sent: Sent) -> None:
     from agents import fetcher
-    from squall.address_key import Connect
+    from squall.policy.address_key import Connect
 
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context():

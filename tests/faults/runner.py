@@ -1,10 +1,10 @@
 """Run one fault trial against the real broker, real workers and the recording farm, and measure it.
 
-Everything is real: ``faust -A topology worker`` processes (squall.harness.Crawl,
-one data directory each), the broker (squall.kafka_local: SIGKILLed and
+Everything is real: ``faust -A topology worker`` processes (squall.tools.harness.Crawl,
+one data directory each), the broker (squall.tools.kafka_local: SIGKILLed and
 restarted for broker faults), the recording loopback farm. Measurements come
 from the server's request log and the tables' changelogs
-(squall.fault_metrics has the definitions).
+(squall.tools.fault_metrics has the definitions).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squall import fault_metrics as fm
-from squall import kafka_local
-from squall.harness import Crawl
-from squall.partition import partition_for_key, partition_key
-from squall.status_report import latest_records
-from squall.testsite import ThreadedSite
-from squall.topics import changelog_name
+from squall.tools import fault_metrics as fm
+from squall.tools import kafka_local
+from squall.tools.harness import Crawl
+from squall.policy.partition import partition_for_key, partition_key
+from squall.cli.status import latest_records
+from squall.tools.testsite import ThreadedSite
+from squall.policy.topics import changelog_name
 
 from .farm import HOSTS, RETRY_AFTER, SERVER_DELAY_S, SLOW, fault_farm
 from .schedule import Fault, Trial
@@ -210,7 +210,7 @@ class TrialRun:
     def kill_broker(self, fault: Fault) -> None:
         pid = kafka_local.status(self.bootstrap)["pid"]
         if pid is None:
-            raise RuntimeError(f"the broker at {self.bootstrap} was not started by squall.kafka_local: cannot kill it")
+            raise RuntimeError(f"the broker at {self.bootstrap} was not started by squall.tools.kafka_local: cannot kill it")
         at = time.time()
         os.kill(pid, signal.SIGKILL)
         time.sleep(self.rng.uniform(*fault.down_s))

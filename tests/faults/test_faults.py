@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from squall import kafka_local
+from squall.tools import kafka_local
 
 from .conftest import RESULTS
 from .runner import run_trial
@@ -28,7 +28,7 @@ TRIALS = selected_trials()
 @pytest.mark.parametrize("trial", TRIALS, ids=[f"{t.name} seed={t.seed}" for t in TRIALS])
 def test_a_fault_trial_loses_nothing_and_stays_polite(trial, kafka_bootstrap, tmp_path):
     if any(f.kind == "broker" for f in trial.faults) and kafka_local.status(kafka_bootstrap)["pid"] is None:
-        pytest.skip(f"the broker at {kafka_bootstrap} was not started by squall.kafka_local: it cannot be killed")
+        pytest.skip(f"the broker at {kafka_bootstrap} was not started by squall.tools.kafka_local: it cannot be killed")
     print(f"fault trial {trial.name!r}: seed {trial.seed} (SQUALL_FAULTS_SEED={trial.seed} re-runs it)")
     result = run_trial(trial, kafka_bootstrap, tmp_path)
     RESULTS.append(result.row())

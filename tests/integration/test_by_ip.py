@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 import yaml
 
-from squall.harness import Crawl
-from squall.kafka_admin import ensure_topics
-from squall.partition import partition_for_key
-from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
-from squall.topics import all_topics
+from squall.tools.harness import Crawl
+from squall.tools.kafka_admin import ensure_topics
+from squall.policy.partition import partition_for_key
+from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.policy.topics import all_topics
 
 from .conftest import BASE_OVERRIDES, ServedSite
 

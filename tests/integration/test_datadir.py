@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from squall.datadir import LOCK_NAME
-from squall.testsite import generated_site
+from squall.worker.datadir import LOCK_NAME
+from squall.tools.testsite import generated_site
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 

@@ -1,4 +1,4 @@
-"""`make demo` end to end: `python -m squall.demo` on a small generated site, against the test broker."""
+"""`make demo` end to end: `python -m squall.tools.demo` on a small generated site, against the test broker."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_the_demo_crawls_its_site_checks_it_and_exits_0(kafka_bootstrap: str, tm
     env = dict(os.environ)
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # --bootstrap names the broker
     proc = subprocess.run(
-        [sys.executable, "-m", "squall.demo", "--hosts", "2", "--pages", "5", "--bootstrap", kafka_bootstrap,
+        [sys.executable, "-m", "squall.tools.demo", "--hosts", "2", "--pages", "5", "--bootstrap", kafka_bootstrap,
          "--workdir", str(workdir), "--timeout", "240"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
     )

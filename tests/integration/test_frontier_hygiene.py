@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from squall.harness import Crawl
-from squall.testsite import HostSpec, Page, SiteSpec
+from squall.tools.harness import Crawl
+from squall.tools.testsite import HostSpec, Page, SiteSpec
 
 from .conftest import BASE_OVERRIDES, ServedSite
 
@@ -117,16 +117,16 @@ def _proc_kb(pid: int, field: str) -> int:
 
 def _host_records(c: Crawl) -> dict[str, dict[str, Any]]:
     """Latest hosts-table records (partition key → HostRecord dict) from the changelog."""
-    from squall.status_report import latest_records
-    from squall.topics import changelog_name
+    from squall.cli.status import latest_records
+    from squall.policy.topics import changelog_name
 
     return asyncio.run(latest_records(c.settings["kafka.bootstrap.servers"], changelog_name(c.settings, "hosts")))
 
 
 def _url_versions(c: Crawl, url: str) -> list[dict[str, Any]]:
     """Every version of ``url``'s record in the urls changelog, oldest first."""
-    from squall.kafka_admin import read_topic
-    from squall.topics import changelog_name
+    from squall.tools.kafka_admin import read_topic
+    from squall.policy.topics import changelog_name
 
     async def read() -> list[dict[str, Any]]:
         out = []

@@ -4,7 +4,7 @@ Seeded random bytes and hand-made hostile JSON go to every partition of the
 status, fetch, signals and ticks topics while a worker crawls a small site.
 Afterwards: the worker still runs, the crawl finishes (every expected page
 FETCHED: no partition is stuck), and every message the decoders reject
-(:mod:`squall.records`) is in the dead-letter topic with a reason. Tick
+(:mod:`squall.policy.records`) is in the dead-letter topic with a reason. Tick
 messages carry no content (a tick only wakes the partition's spout), so
 garbage there is a harmless tick and is not dead-lettered.
 """
@@ -19,9 +19,9 @@ import time
 from aiokafka import AIOKafkaProducer
 
 from squall.errors import MessageError
-from squall.kafka_admin import read_topic
-from squall.records import FetchMessage, SignalMessage, StatusMessage
-from squall.testsite import generated_site
+from squall.tools.kafka_admin import read_topic
+from squall.policy.records import FetchMessage, SignalMessage, StatusMessage
+from squall.tools.testsite import generated_site
 
 HOSTS = ["127.0.0.50", "127.0.0.51"]
 SEED = 20261201

@@ -1,4 +1,4 @@
-"""The broker fixture and squall.kafka_admin against a real Kafka broker."""
+"""The broker fixture and squall.tools.kafka_admin against a real Kafka broker."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from squall import kafka_local
+from squall.tools import kafka_local
 from squall.errors import ConfigError
-from squall.kafka_admin import end_offsets, ensure_topics, read_topic
+from squall.tools.kafka_admin import end_offsets, ensure_topics, read_topic
 
 
 def _topic(prefix: str) -> str:

@@ -29,9 +29,9 @@ import pytest
 from playwright.async_api import async_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
-from squall.harness import Crawl
+from squall.tools.harness import Crawl
 from squall.settings import ROOT
-from squall.testsite import generated_site
+from squall.tools.testsite import generated_site
 
 from .conftest import BASE_OVERRIDES, ServedSite
 
@@ -39,7 +39,7 @@ HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 DELAY_S = 0.2
 WORKER_WEB_PORT = 19701
 DASHBOARD_PORT = 19702
-# squall.browser.CHROMIUM_ARGS are the render pool's (they send every request, loopback included, to a dead
+# squall.net.browser.CHROMIUM_ARGS are the render pool's (they send every request, loopback included, to a dead
 # proxy: the pool serves them itself); the dashboard is a plain loopback page, so these flags only
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -64,7 +64,7 @@ def total(samples: dict[tuple[tuple[str, str], ...], float], **labels: str) -> f
 def squall_cli(crawl: Crawl, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SQUALL_CONF=str(crawl.conf_path), COLUMNS="200")  # rich: a wide terminal
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    return subprocess.run([sys.executable, "-m", "squall.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "squall.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -98,8 +98,8 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    """Headless Debian chromium (squall.browser.find_chromium); FAILS (not skips) with one line when missing."""
-    from squall.browser import find_chromium
+    """Headless Debian chromium (squall.net.browser.find_chromium); FAILS (not skips) with one line when missing."""
+    from squall.net.browser import find_chromium
     from squall.errors import BrowserMissing
 
     try:
@@ -150,7 +150,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, chr
     env = dict(os.environ, SQUALL_CONF=str(crawl.conf_path))
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     dash_log = open(tmp / "dashboard.log", "wb")  # noqa: SIM115
-    dashboard = subprocess.Popen([sys.executable, "-m", "squall.cli", "dashboard", "--port", str(DASHBOARD_PORT)],
+    dashboard = subprocess.Popen([sys.executable, "-m", "squall.cli.main", "dashboard", "--port", str(DASHBOARD_PORT)],
                                  cwd=ROOT, env=env, stdout=dash_log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{DASHBOARD_PORT}/"
     try:
@@ -298,8 +298,8 @@ def test_the_host_table_sorts_by_a_clicked_column(observed: Observed) -> None:
 def test_every_topic_holds_json_values_under_string_keys(observed: Observed) -> None:
     import asyncio
 
-    from squall.kafka_admin import read_topic
-    from squall.topics import all_topics
+    from squall.tools.kafka_admin import read_topic
+    from squall.policy.topics import all_topics
 
     async def read(topic: str) -> list[tuple[bytes | None, bytes | None]]:
         return [kv async for kv in read_topic(observed.crawl.settings["kafka.bootstrap.servers"], topic,

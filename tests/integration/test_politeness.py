@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
-from squall.harness import Crawl
-from squall.partition import partition_for_key
-from squall.records import SignalKind, SignalMessage
-from squall.status_report import latest_records
-from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
-from squall.topics import changelog_name, topic_name
+from squall.tools.harness import Crawl
+from squall.policy.partition import partition_for_key
+from squall.policy.records import SignalKind, SignalMessage
+from squall.cli.status import latest_records
+from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.policy.topics import changelog_name, topic_name
 
 from .conftest import BASE_OVERRIDES, ServedSite
 
@@ -353,14 +353,14 @@ def test_every_host_is_paced_and_every_rescheduled_url_ends_fetched(polite: Fini
 # ---------------------------------------------------------------------------- regulator idempotence
 
 async def _read(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    from squall.kafka_admin import read_topic
+    from squall.tools.kafka_admin import read_topic
 
     return [kv async for kv in read_topic(bootstrap, topic)]
 
 
 def _end(bootstrap: str, topic: str) -> int:
     """Records ever written to ``topic`` (sum of end offsets; compaction never lowers it)."""
-    from squall.kafka_admin import end_offsets
+    from squall.tools.kafka_admin import end_offsets
 
     return sum(asyncio.run(end_offsets(bootstrap, topic)).values())
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from squall.http import HttpConfig, HttpFetcher
-from squall.netsafety import NetworkPolicy
-from squall.parse import parse_html
-from squall.render import BrowserPool
-from squall.render_policy import RenderConfig, RenderFailure, RobotsAnswer, judge_request
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.parse import parse_html
+from squall.net.render import BrowserPool
+from squall.policy.render_policy import RenderConfig, RenderFailure, RobotsAnswer, judge_request
 from squall.settings import load_settings
-from squall.testsite import Page, RobotsSpec, SiteSpec, spa_host
+from squall.tools.testsite import Page, RobotsSpec, SiteSpec, spa_host
 
 HOST, OTHER = "127.0.0.2", "127.0.0.3"
 SNEAKY = """

@@ -9,7 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from squall.kafka_admin import read_topic
+from squall.tools.kafka_admin import read_topic
 from squall.settings import ROOT
 
 
@@ -26,7 +26,7 @@ def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bo
                      "http://exa mple.com/\n"
                      "https://example.org/b\tsource=list-1\n"
                      "https://example.org/c\tnot-a-pair\n", encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "squall.cli", "--conf", str(conf), "seed", str(seeds)],
+    run = subprocess.run([sys.executable, "-m", "squall.cli.main", "--conf", str(conf), "seed", str(seeds)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
     assert run.returncode == 1, run.stderr
@@ -47,7 +47,7 @@ def test_squall_seed_names_bad_lines_and_seeds_the_rest(tmp_path: Path, kafka_bo
 
 
 def test_seeding_reports_progress_in_steps_and_at_the_end(tmp_path: Path, kafka_bootstrap: str, monkeypatch):
-    import squall.seeding as seeding
+    import squall.cli.seed as seeding
     from squall.settings import load_settings
 
     conf = tmp_path / "conf.yaml"

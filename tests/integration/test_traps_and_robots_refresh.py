@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from squall.harness import Crawl
-from squall.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.tools.harness import Crawl
+from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
 
 from .conftest import BASE_OVERRIDES, ServedSite
 

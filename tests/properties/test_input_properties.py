@@ -13,13 +13,14 @@ import math
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from squall.backoff import parse_retry_after
+from squall.policy.backoff import parse_retry_after
 from squall.errors import InvalidURL, MessageError
-from squall.parse import parse_html
-from squall.records import FetchMessage, Reason, SignalMessage, StatusMessage
+from squall.policy.parse import parse_html
+from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
 from squall.settings import load_settings
-from squall.robots_policy import RobotsConfig, RobotsRules, cache_ttl_s, parse_robots
-from squall.urls import NormalizerConfig, canonicalize
+from squall.policy.robots_rules import RobotsConfig, RobotsRules, parse_robots
+from squall.policy.robots_status import cache_ttl_s
+from squall.policy.urls import NormalizerConfig, canonicalize
 
 NOW = 1_700_000_000.0
 NORMALIZER = NormalizerConfig(query_remove=("utm_*", "sid"))

@@ -1,13 +1,13 @@
-"""squall.address_key: the byIP key of a host, its cache (fake clock) and the fetcher's route."""
+"""squall.policy.address_key: the byIP key of a host, its cache (fake clock) and the fetcher's route."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall.address_key import (AddressCache, AddressConfig, Connect, Fail, Move, Resolution, fetch_route,
+from squall.policy.address_key import (AddressCache, AddressConfig, Connect, Fail, Move, Resolution, fetch_route,
                                 key_address, provisional_key, status_key)
 from squall.errors import ConfigError
-from squall.records import Reason
+from squall.policy.records import Reason
 
 TTL_S = 300.0
 

@@ -1,4 +1,4 @@
-"""The politeness audit (squall.audit): start-to-start gaps, blocks, restarts, merging."""
+"""The politeness audit (squall.policy.audit): start-to-start gaps, blocks, restarts, merging."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from squall.audit import HostAudit, merge, record_request, summary, worst_first
+from squall.policy.audit import HostAudit, merge, record_request, summary, worst_first
 
 TOL = 0.01
 

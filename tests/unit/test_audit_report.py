@@ -1,9 +1,9 @@
-"""squall.audit_report: the `squall audit` text and the parsing of changelog records."""
+"""squall.cli.audit: the `squall audit` text and the parsing of changelog records."""
 
 from __future__ import annotations
 
-from squall.audit import HostAudit, record_request
-from squall.audit_report import parse_records, to_text
+from squall.policy.audit import HostAudit, record_request
+from squall.cli.audit import parse_records, to_text
 
 NOW = 1_714_564_800.0
 

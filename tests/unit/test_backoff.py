@@ -1,4 +1,4 @@
-"""Tests of squall.backoff (seed 002 refinement 5, StormCrawler #1973/#1984): fake clock, fixed seeds."""
+"""Tests of squall.policy.backoff (seed 002 refinement 5, StormCrawler #1973/#1984): fake clock, fixed seeds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from squall.backoff import (
+from squall.policy.backoff import (
     BackoffConfig,
     HostBackoff,
     TokenBucket,

@@ -1,4 +1,4 @@
-"""Tests of squall.browser.find_chromium: where the system browser is looked for, and the error without one."""
+"""Tests of squall.net.browser.find_chromium: where the system browser is looked for, and the error without one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.browser import CHROMIUM_ARGS, find_chromium
+from squall.net.browser import CHROMIUM_ARGS, find_chromium
 from squall.errors import BrowserMissing
 
 

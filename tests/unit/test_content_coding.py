@@ -1,4 +1,4 @@
-"""Content codings decoded in bounded steps (squall.content_coding): gzip, deflate, br, zstd, stacks."""
+"""Content codings decoded in bounded steps (squall.net.content_coding): gzip, deflate, br, zstd, stacks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import zlib
 import brotli
 import pytest
 
-from squall.content_coding import ACCEPT_ENCODING, STEP, codings, decodable, decoder_for
+from squall.net.content_coding import ACCEPT_ENCODING, STEP, codings, decodable, decoder_for
 from squall.errors import FetchError
-from squall.records import Reason
+from squall.policy.records import Reason
 
 try:
     from compression import zstd   # type: ignore[import-not-found]

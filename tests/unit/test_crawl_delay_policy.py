@@ -1,4 +1,4 @@
-"""Tests of squall.crawl_delay_policy (seeds 000/001, StormCrawler CrawlDelayPolicy, max-observed-wins)."""
+"""Tests of squall.policy.crawl_delay (seeds 000/001, StormCrawler CrawlDelayPolicy, max-observed-wins)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from squall.crawl_delay_policy import CrawlDelayConfig, CrawlDelayState, apply_signal
+from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState, apply_signal
 from squall.errors import ConfigError
 
 CONFIG = CrawlDelayConfig(enabled=True, max_delay_s=86400, decay_s=1800.0)

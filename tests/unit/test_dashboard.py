@@ -1,8 +1,8 @@
-"""squall.dashboard.progress and the page it serves (no broker: the numbers come from records)."""
+"""squall.cli.dashboard.progress and the page it serves (no broker: the numbers come from records)."""
 
 from __future__ import annotations
 
-from squall.dashboard import PAGE, progress
+from squall.cli.dashboard import PAGE, progress
 
 NOW = 1_714_564_800.0
 

@@ -1,4 +1,4 @@
-"""squall.datadir: which table directory a worker uses, its parents, and the one-worker lock."""
+"""squall.worker.datadir: which table directory a worker uses, its parents, and the one-worker lock."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.datadir import FAUST_DEFAULT_DATADIR, LOCK_NAME, lock_datadir, open_datadir, resolve_datadir
+from squall.worker.datadir import FAUST_DEFAULT_DATADIR, LOCK_NAME, lock_datadir, open_datadir, resolve_datadir
 from squall.errors import DataDirError
 
 CWD = Path("/srv/crawl")
@@ -69,7 +69,7 @@ def test_the_lock_is_free_again_once_its_holder_closed_it(tmp_path):
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
-    code = ("import sys, os, signal; from pathlib import Path; from squall.datadir import lock_datadir;"
+    code = ("import sys, os, signal; from pathlib import Path; from squall.worker.datadir import lock_datadir;"
             "lock_datadir(Path(sys.argv[1])); os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=False)
     assert (tmp_path / LOCK_NAME).exists()

@@ -1,10 +1,10 @@
-"""squall.fault_metrics: the definitions the fault suite measures trials with."""
+"""squall.tools.fault_metrics: the definitions the fault suite measures trials with."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall import fault_metrics as fm
+from squall.tools import fault_metrics as fm
 
 PORT = 8000
 

@@ -1,4 +1,4 @@
-"""Tests of squall.fetch_decision, branch by branch: fake clock, no I/O."""
+"""Tests of squall.policy.fetch_decision, branch by branch: fake clock, no I/O."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from squall.backoff import BackoffConfig
-from squall.crawl_delay_policy import CrawlDelayConfig
-from squall.fetch_decision import (FetchConfig, Fetched, Go, Skip, before_fetch, deferred, ended, failed_unexpectedly,
+from squall.policy.backoff import BackoffConfig
+from squall.policy.crawl_delay import CrawlDelayConfig
+from squall.policy.fetch_decision import (FetchConfig, Fetched, Go, Skip, before_fetch, deferred, ended, failed_unexpectedly,
                                    fetch_id, hand_back_until, made_request, report, signal, skipped)
-from squall.outcome import Outcome
-from squall.pace import PaceConfig, PaceState, after_fetch
-from squall.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
-from squall.robots_policy import KIND_RULES, RobotsConfig, RobotsEntry
+from squall.policy.outcome import Outcome
+from squall.policy.pace import PaceConfig, PaceState, after_fetch
+from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.robots_rules import KIND_RULES, RobotsConfig
+from squall.policy.robots_status import RobotsEntry
 from squall.settings import load_settings
 
 NOW = 1_714_564_800.0
@@ -187,7 +188,7 @@ def test_a_transport_failure_reports_no_validators():
 
 
 def test_a_robots_request_paces_the_next_one_with_the_crawl_delay_it_taught_and_never_resets_a_back_off():
-    from squall.fetch_decision import robots_ended
+    from squall.policy.fetch_decision import robots_ended
 
     _entry, rules = robots("User-agent: *\nCrawl-delay: 3\n")
     event = robots_ended("r1", rules, NOW, CONFIG)

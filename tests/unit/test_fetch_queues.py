@@ -1,6 +1,6 @@
-"""Tests of squall.fetch_queues (seed 004, StormCrawler FetchItemQueues): fake clock, fixed seeds.
+"""Tests of squall.policy.fetch_queues (seed 004, StormCrawler FetchItemQueues): fake clock, fixed seeds.
 
-The queues order; the pace model (squall.pace) says when. These tests pass
+The queues order; the pace model (squall.policy.pace) says when. These tests pass
 the start times in as the fetcher does.
 """
 
@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from squall.fetch_queues import FetchQueues
+from squall.policy.fetch_queues import FetchQueues
 
 
 def make(threads_per_queue=1, max_queue_size=-1) -> FetchQueues:

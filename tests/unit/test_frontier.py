@@ -1,4 +1,4 @@
-"""Tests of squall.frontier (host records and the due index of the spout): fake clock, fixed seeds."""
+"""Tests of squall.policy.frontier (host records and the due index of the spout): fake clock, fixed seeds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from squall.frontier import INF, DueIndex, HostRecord
+from squall.policy.frontier import INF, DueIndex, HostRecord
 
 NOW = 1_714_564_800.0  # the fake clock
 TIMEOUT = 600.0        # frontier.inflight.timeout.secs in these tests

@@ -1,4 +1,4 @@
-"""Tests of squall.host_pacing (the queue regulator's policy) and of the durable pace of HostRecord."""
+"""Tests of squall.policy.host_pacing (the queue regulator's policy) and of the durable pace of HostRecord."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from squall.backoff import BackoffConfig
-from squall.crawl_delay_policy import CrawlDelayConfig
-from squall.frontier import HostRecord
-from squall.host_pacing import apply_signal, ended_of
-from squall.pace import FetchEnded, PaceConfig, after_fetch
-from squall.records import SignalKind, SignalMessage
+from squall.policy.backoff import BackoffConfig
+from squall.policy.crawl_delay import CrawlDelayConfig
+from squall.policy.frontier import HostRecord
+from squall.policy.host_pacing import apply_signal, ended_of
+from squall.policy.pace import FetchEnded, PaceConfig, after_fetch
+from squall.policy.records import SignalKind, SignalMessage
 
 NOW = 1_714_564_800.0
 PACE = PaceConfig(server_delay_s=1.0, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,

@@ -1,4 +1,4 @@
-"""squall.http against real aiohttp servers on loopback (127.0.0.x, random ports).
+"""squall.net.http against real aiohttp servers on loopback (127.0.0.x, random ports).
 
 Nothing here connects outside 127.0.0.0/8; other ranges are tested at the
 address-check level (test_netsafety.py, and PolicyResolver called directly).
@@ -23,9 +23,9 @@ import yaml
 from aiohttp import web
 
 from squall.errors import BlockedAddress, ConfigError, FetchError
-from squall.http import ACCEPT_ENCODING, HAS_BROTLI, FetchResult, HttpConfig, HttpFetcher, PolicyResolver
-from squall.netsafety import NetworkPolicy
-from squall.records import Reason
+from squall.net.http import ACCEPT_ENCODING, HAS_BROTLI, FetchResult, HttpConfig, HttpFetcher, PolicyResolver
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.records import Reason
 from squall.settings import DEFAULTS_FILE, Settings
 
 DEFAULTS = yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8"))
@@ -276,7 +276,7 @@ async def test_the_content_limit_applies_to_decoded_bytes_of_any_coding(coding: 
 
 
 async def test_connections_use_the_framing_protocol_through_aiohttps_factory_hook():
-    from squall.http import _FramingConnector, _FramingProtocol
+    from squall.net.http import _FramingConnector, _FramingProtocol
 
     connector = _FramingConnector(header_limit=1024)
     try:
@@ -601,7 +601,7 @@ def test_an_out_of_range_http_setting_fails_with_the_key_named(overrides, key):
 
 # ---------------------------------------------------------------- DeclaredLengthFramer (pure)
 
-from squall.http import DeclaredLengthFramer  # noqa: E402
+from squall.net.http import DeclaredLengthFramer  # noqa: E402
 
 FRAMES = [
     # (what the connection receives, in pieces; bytes kept; bytes dropped)
@@ -719,7 +719,7 @@ async def test_a_fetch_given_a_refused_address_sends_nothing():
 def test_the_host_header_keeps_a_port_only_when_it_is_not_the_schemes_default():
     from yarl import URL
 
-    from squall.http import _host_header
+    from squall.net.http import _host_header
 
     assert _host_header(URL("http://a.test/x")) == "a.test"
     assert _host_header(URL("https://a.test:443/x")) == "a.test"

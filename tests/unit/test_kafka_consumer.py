@@ -1,4 +1,4 @@
-"""squall.kafka_consumer: Faust's consumer with commits bounded by the first unacknowledged message.
+"""squall.worker.kafka_consumer: Faust's consumer with commits bounded by the first unacknowledged message.
 
 Pins the private Faust API the fix relies on, and shows the faust-streaming
 0.15.3 behaviour it replaces (if Faust fixes it, the first test fails: then
@@ -11,7 +11,7 @@ import faust.transport.consumer as faust_consumer
 import pytest
 from faust.types import TP, Message
 
-from squall import kafka_consumer
+from squall.worker import kafka_consumer
 
 TOPIC = "t-fetch"
 TPX = TP(TOPIC, 0)

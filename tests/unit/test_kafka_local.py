@@ -1,4 +1,4 @@
-"""Unit tests of squall.kafka_local's pure parts (no broker, no JVM)."""
+"""Unit tests of squall.tools.kafka_local's pure parts (no broker, no JVM)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from squall import kafka_local
+from squall.cli import kafka as kafka_cli
+from squall.tools import kafka_local
 from squall.errors import KafkaSetupError
 
 
@@ -165,7 +166,7 @@ def test_down_without_state_is_a_no_op(tmp_path: Path) -> None:
 def test_add_parser_registers_kafka_commands() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--conf")
-    kafka_local.add_parser(parser.add_subparsers(dest="command"))
+    kafka_cli.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["kafka", "up", "--bootstrap", "127.0.0.1:19092", "--fresh", "--wait", "5"])
     assert args.bootstrap == "127.0.0.1:19092" and args.fresh and args.wait == 5 and callable(args.func)
     args = parser.parse_args(["kafka", "down", "--wipe"])

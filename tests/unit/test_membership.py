@@ -1,4 +1,4 @@
-"""squall.membership: stable, unique, valid group.instance.id values for static membership."""
+"""squall.worker.membership: stable, unique, valid group.instance.id values for static membership."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from squall.errors import ConfigError
-from squall.membership import MAX_LEN, check_template, group_instance_id
+from squall.worker.membership import MAX_LEN, check_template, group_instance_id
 
 IDS = [
     ("", "vm", "/srv/w1", None),

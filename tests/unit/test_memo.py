@@ -1,4 +1,4 @@
-"""squall.memo.BoundedMemo: bounded, oldest first, refreshed on write, shared by threads."""
+"""squall.policy.memo.BoundedMemo: bounded, oldest first, refreshed on write, shared by threads."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from squall.memo import BoundedMemo
+from squall.policy.memo import BoundedMemo
 
 
 def test_a_memo_returns_what_was_put_and_none_for_the_rest():

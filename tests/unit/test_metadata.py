@@ -1,10 +1,10 @@
-"""Tests of squall.metadata (StormCrawler metadata.persist / metadata.transfer; seed 000: no inherited delay)."""
+"""Tests of squall.policy.metadata (StormCrawler metadata.persist / metadata.transfer; seed 000: no inherited delay)."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall.metadata import for_outlink, for_record, key_matches, select
+from squall.policy.metadata import for_outlink, for_record, key_matches, select
 
 KEY_CASES = [
     # pattern, key, matches

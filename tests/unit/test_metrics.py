@@ -1,11 +1,11 @@
-"""squall.metrics: label helpers, the pages-per-second window and the exposition of the counters."""
+"""squall.worker.metrics: label helpers, the pages-per-second window and the exposition of the counters."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client import generate_latest
 
-from squall.metrics import ROBOTS_OUTCOMES, Metrics, RateWindow, robots_outcome, top_keys
+from squall.worker.metrics import ROBOTS_OUTCOMES, Metrics, RateWindow, robots_outcome, top_keys
 
 
 @pytest.mark.parametrize("status,label", [(200, "2xx"), (204, "2xx"), (301, "3xx"), (404, "4xx"), (403, "4xx"),

@@ -1,4 +1,4 @@
-"""Address judgement and policy parsing of squall.netsafety (pure: nothing is resolved or connected)."""
+"""Address judgement and policy parsing of squall.policy.netsafety (pure: nothing is resolved or connected)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import ipaddress
 import pytest
 
 from squall.errors import ConfigError
-from squall.netsafety import NetworkPolicy, check_address
-from squall.records import Reason
+from squall.policy.netsafety import NetworkPolicy, check_address
+from squall.policy.records import Reason
 
 BLOCKED = Reason.FETCH_BLOCKED_ADDRESS
 NO_ALLOW = NetworkPolicy()

@@ -1,4 +1,4 @@
-"""squall.offset_commit: the committed offset never passes an offset still being processed."""
+"""squall.worker.offset_commit: the committed offset never passes an offset still being processed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from squall.offset_commit import committable_offset
+from squall.worker.offset_commit import committable_offset
 
 CASES = [
     # (acked, committed, first_unacked, expected offset, covered)

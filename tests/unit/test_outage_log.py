@@ -1,4 +1,4 @@
-"""squall.outage_log: a broker outage is logged as down, still down every N s, and back."""
+"""squall.worker.outage_log: a broker outage is logged as down, still down every N s, and back."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from squall.log_filters import BrokerOutageFilter
-from squall.outage_log import OutageLog, is_outage_message
+from squall.worker.log_filters import BrokerOutageFilter
+from squall.worker.outage_log import OutageLog, is_outage_message
 
 MESSAGES = [
     ("aiokafka", 'Unable connect to node with id 1: [Errno 111] Connect call failed', True),

@@ -1,4 +1,4 @@
-"""Tests of squall.outcome: the module's table of answers, one row per case (seed 003, #1973, #1984)."""
+"""Tests of squall.policy.outcome: the module's table of answers, one row per case (seed 003, #1973, #1984)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from squall.outcome import Outcome, classify_failure, classify_http
-from squall.records import Reason, SignalKind, Status
-from squall.urls import NormalizerConfig
+from squall.policy.outcome import Outcome, classify_failure, classify_http
+from squall.policy.records import Reason, SignalKind, Status
+from squall.policy.urls import NormalizerConfig
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()  # the fake clock
 URL = "https://example.com/a"

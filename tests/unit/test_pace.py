@@ -1,4 +1,4 @@
-"""Tests of squall.pace, the one model of a host's pace: fake clock, jitter seeded by the fetch id."""
+"""Tests of squall.policy.pace, the one model of a host's pace: fake clock, jitter seeded by the fetch id."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from squall.backoff import BackoffConfig, HostBackoff, backoff_delay_s
-from squall.crawl_delay_policy import CrawlDelayConfig
+from squall.policy.backoff import BackoffConfig, HostBackoff, backoff_delay_s
+from squall.policy.crawl_delay import CrawlDelayConfig
 from squall.errors import ConfigError
-from squall.pace import (FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, from_dict, on_takeover,
+from squall.policy.pace import (FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, from_dict, on_takeover,
                          to_dict)
-from squall.records import SignalKind
+from squall.policy.records import SignalKind
 from squall.settings import load_settings
 
 NOW = 1_714_564_800.0

@@ -1,4 +1,4 @@
-"""Tests of squall.parse: outlinks, robots directives, canonical, title, charset, robustness."""
+"""Tests of squall.policy.parse: outlinks, robots directives, canonical, title, charset, robustness."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from squall.parse import ParseResult, is_parseable, parse_html, robots_directives
+from squall.policy.parse import ParseResult, is_parseable, parse_html, robots_directives
 
 PAGE = "http://example.com/dir/page.html"
 
@@ -335,7 +335,7 @@ def test_is_parseable_matches_the_mime_type_against_the_list(content_type, mimet
     "/p/1", "/a/./b/../c", "/../x", "/p?q=1#f", "/;p?q", "/\t/other.example/x", "/with space", "/%41",
 ])
 def test_a_root_relative_link_resolves_the_same_through_the_origin_memo(base, href):
-    from squall.parse import _origin, _resolve, _resolve_rooted
+    from squall.policy.parse import _origin, _resolve, _resolve_rooted
 
     origin = _origin(base)
     assert origin is not None

@@ -1,4 +1,4 @@
-"""Partition keys and Kafka partitions (squall.partition)."""
+"""Partition keys and Kafka partitions (squall.policy.partition)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import socket
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from squall import partition
+from squall.policy import partition
 from squall.errors import ConfigError, InvalidURL
-from squall.partition import is_public_suffix, partition_for_key, partition_key, registered_domain, validate_mode
+from squall.policy.partition import is_public_suffix, partition_for_key, partition_key, registered_domain, validate_mode
 
 KEYS = [
     # (url, byHost, byDomain)

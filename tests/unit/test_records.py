@@ -1,4 +1,4 @@
-"""Tests of squall.records: the JSON messages of the status, fetch and signals topics (lenient shape, strict types)."""
+"""Tests of squall.policy.records: the JSON messages of the status, fetch and signals topics (lenient shape, strict types)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.errors import MessageError
-from squall.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 
 NOW = 1_714_564_800.0  # the fake clock
 

@@ -1,13 +1,13 @@
-"""Tests of squall.render_policy: which pages are rendered, which browser requests may go, budget and cache."""
+"""Tests of squall.policy.render_policy: which pages are rendered, which browser requests may go, budget and cache."""
 
 from __future__ import annotations
 
 import pytest
 
 from squall.errors import ConfigError
-from squall.netsafety import NetworkPolicy
-from squall.parse import parse_html
-from squall.render_policy import (Refusal, RenderConfig, RenderFailure, RenderOutcome, RobotsAnswer, SubRequest,
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.parse import parse_html
+from squall.policy.render_policy import (Refusal, RenderConfig, RenderFailure, RenderOutcome, RobotsAnswer, SubRequest,
                                   SubresourceCache, cacheable, judge_request, shell_signals, should_render)
 from squall.settings import load_settings
 

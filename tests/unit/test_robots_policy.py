@@ -1,4 +1,4 @@
-"""Tests of squall.robots_policy: RFC 9309 parsing and status rules, seed 002 caching, seed 000 Crawl-delay."""
+"""Tests of squall.policy.robots_rules: RFC 9309 parsing and status rules, seed 002 caching, seed 000 Crawl-delay."""
 
 from __future__ import annotations
 
@@ -9,21 +9,9 @@ from dataclasses import replace
 import pytest
 
 from squall.errors import ConfigError, MessageError
-from squall.robots_policy import (
-    CrawlDelayDecision,
-    RobotsCache,
-    RobotsConfig,
-    RobotsEntry,
-    RobotsFetchOutcome,
-    RobotsRules,
-    add_parser,
-    cache_ttl_s,
-    conditional_headers,
-    decide,
-    effective_crawl_delay,
-    parse_robots,
-    product_token,
-)
+from squall.cli.robots import add_parser
+from squall.policy.robots_rules import CrawlDelayDecision, RobotsConfig, RobotsRules, effective_crawl_delay, parse_robots, product_token
+from squall.policy.robots_status import RobotsCache, RobotsEntry, RobotsFetchOutcome, cache_ttl_s, conditional_headers, decide
 
 NOW_S = 1_700_000_000.0  # fake clock: 2023-11-14T22:13:20Z
 DAY_S = 86_400.0

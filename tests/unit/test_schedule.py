@@ -1,4 +1,4 @@
-"""Tests of squall.schedule (StormCrawler DefaultScheduler, seed 003): fake clock, one transition function."""
+"""Tests of squall.policy.schedule (StormCrawler DefaultScheduler, seed 003): fake clock, one transition function."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from squall.records import Reason, Status, StatusMessage
-from squall.schedule import (
+from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.schedule import (
     DISCOVERED_PRIORITY,
     SEED_PRIORITY,
     ScheduleConfig,

@@ -1,4 +1,4 @@
-"""Scope and trap guards (squall.scope), seed 002 a–d."""
+"""Scope and trap guards (squall.policy.scope), seed 002 a–d."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from squall.errors import ConfigError
-from squall.records import Reason
-from squall.records import StatusMessage
-from squall.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
-from squall.traps import TrapConfig
-from squall.urls import CanonicalCache, NormalizerConfig
+from squall.policy.records import Reason
+from squall.policy.records import StatusMessage
+from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
+from squall.policy.traps import TrapConfig
+from squall.policy.urls import CanonicalCache, NormalizerConfig
 
 OPEN = ScopeConfig(
     hosts_allow=frozenset(),

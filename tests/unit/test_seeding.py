@@ -1,11 +1,11 @@
-"""Tests of squall.seeding.parse_seed_lines (StormCrawler FileSpout format): bad lines reported, the rest seeded."""
+"""Tests of squall.cli.seed.parse_seed_lines (StormCrawler FileSpout format): bad lines reported, the rest seeded."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall.seeding import SeedLine, parse_seed_lines
-from squall.urls import NormalizerConfig
+from squall.cli.seed import SeedLine, parse_seed_lines
+from squall.policy.urls import NormalizerConfig
 
 NORMALIZER = NormalizerConfig(query_remove=("utm_*",))
 

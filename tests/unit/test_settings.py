@@ -1,4 +1,4 @@
-"""Tests of squall.settings and squall.config_rules: strict config, keys named, seed 000's contract."""
+"""Tests of squall.settings and squall.settings.rules: strict config, keys named, seed 000's contract."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from squall.settings import load_settings
-from squall.sitemap_check import run_check
+from squall.cli.sitemap import run_check
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 SITEMAP = (f'<urlset {NS}><url><loc>https://shop.example/a</loc><changefreq>daily</changefreq></url>'

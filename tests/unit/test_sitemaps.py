@@ -1,4 +1,4 @@
-"""Tests of squall.sitemaps: reading sitemap bytes (urlset, index, text, gzip, limits, garbage) and the decisions."""
+"""Tests of squall.policy.sitemaps: reading sitemap bytes (urlset, index, text, gzip, limits, garbage) and the decisions."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 
 from squall.errors import ConfigError
-from squall.records import Reason, Status, StatusMessage
+from squall.policy.records import Reason, Status, StatusMessage
 from squall.settings import load_settings
-from squall.sitemaps import (
+from squall.policy.sitemaps import (
     LEVEL_KEY,
     SITEMAP_KEY,
     SITEMAP_PRIORITY,
@@ -29,7 +29,7 @@ from squall.sitemaps import (
     robots_sitemaps,
     settle_status,
 )
-from squall.urls import NormalizerConfig
+from squall.policy.urls import NormalizerConfig
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc).timestamp()

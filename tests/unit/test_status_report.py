@@ -1,13 +1,13 @@
-"""Tests of squall.status_report.build_report (``squall status``): counts from table records, fake clock."""
+"""Tests of squall.cli.status.build_report (``squall status``): counts from table records, fake clock."""
 
 from __future__ import annotations
 
 import json
 
-from squall.frontier import HostRecord
-from squall.records import Status
-from squall.schedule import UrlRecord
-from squall.status_report import Report, build_report
+from squall.policy.frontier import HostRecord
+from squall.policy.records import Status
+from squall.policy.schedule import UrlRecord
+from squall.cli.status import Report, build_report
 
 NOW = 1_714_564_800.0  # the fake clock
 
@@ -150,7 +150,7 @@ def test_host_rows_carry_audit_pacing_and_robots_state_busiest_first():
 def test_the_live_view_renders_totals_waits_and_hosts():
     from rich.console import Console
 
-    from squall.live_view import render
+    from squall.cli.live_view import render
 
     hosts = {"v.example": HostRecord(key="v.example", blocked_until_s=NOW + 90,
                                      backoff={"attempts": 1}).to_dict()}
@@ -211,8 +211,8 @@ def test_rendered_pages_render_failures_and_refused_browser_requests_are_counted
 
 async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) -> None:
     """A record that moved partition (byIP) stays live whatever order the partitions are read in."""
-    import squall.kafka_admin
-    from squall.status_report import latest_records
+    import squall.tools.kafka_admin
+    from squall.cli.status import latest_records
 
     moved = [(0, b"u", b'{"key": "10.0.0.1"}'), (2, b"u", b'{"key": "10.0.0.2"}'), (0, b"u", None),
              (1, b"gone", b'{"key": "k"}'), (1, b"gone", None)]
@@ -222,5 +222,5 @@ async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) 
             for record in _records:
                 yield record
 
-        monkeypatch.setattr(squall.kafka_admin, "read_partitioned", read)
+        monkeypatch.setattr(squall.tools.kafka_admin, "read_partitioned", read)
         assert await latest_records("broker", "urls-changelog") == {"u": {"key": "10.0.0.2"}}

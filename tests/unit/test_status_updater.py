@@ -14,9 +14,9 @@ import topology  # noqa: F401 (declares the app and imports the agents)
 import agents.common as common
 import agents.status_updater as su
 from agents.runtime import PARTITIONS, state
-from squall.frontier import DueIndex
-from squall.partition import partition_for_key
-from squall.records import Status, StatusMessage
+from squall.policy.frontier import DueIndex
+from squall.policy.partition import partition_for_key
+from squall.policy.records import Status, StatusMessage
 
 NOW = 1_714_564_800.0
 

@@ -1,4 +1,4 @@
-"""squall.tail: topic names and message decoding (never raises on bad bytes)."""
+"""squall.cli.tail: topic names and message decoding (never raises on bad bytes)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from squall.tail import decode, format_line, resolve_topic
+from squall.cli.tail import decode, format_line, resolve_topic
 
 SETTINGS = {"topology.id": "demo"}
 

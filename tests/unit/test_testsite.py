@@ -1,4 +1,4 @@
-"""Tests of squall.testsite: a real loopback server with simulated hosts that records every request."""
+"""Tests of squall.tools.testsite: a real loopback server with simulated hosts that records every request."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from multidict import CIMultiDict
 
-from squall.parse import parse_html
-from squall.testsite import (
+from squall.policy.parse import parse_html
+from squall.tools.testsite import (
     HostSpec, Page, RecordingServer, RobotsSpec, SiteSpec, directory_site, generated_site, url,
 )
 
@@ -287,7 +287,7 @@ async def test_directory_site_without_robots_answers_404(tmp_path, session):
 async def test_the_cli_prints_seeds_serves_and_stops_on_sigterm(tmp_path, session):
     log = tmp_path / "cli.jsonl"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "squall.testsite", "--hosts", f"{A},{B}", "--pages", "4",
+    proc = subprocess.Popen([sys.executable, "-m", "squall.tools.testsite", "--hosts", f"{A},{B}", "--pages", "4",
                              "--port", "0", "--log", str(log)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)

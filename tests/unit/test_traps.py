@@ -1,11 +1,11 @@
-"""URL-shape trap guards (squall.traps): repeated segments and runs, host-like segments, query names."""
+"""URL-shape trap guards (squall.policy.traps): repeated segments and runs, host-like segments, query names."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall.records import Reason
-from squall.traps import TrapConfig, check_path, check_query, is_host_like, max_copies, most_host_segment_copies
+from squall.policy.records import Reason
+from squall.policy.traps import TrapConfig, check_path, check_query, is_host_like, max_copies, most_host_segment_copies
 
 DEFAULTS = TrapConfig(max_segment_copies=3, max_run_copies=2, max_host_segments=1, max_query_param_copies=2)
 OFF = TrapConfig(max_segment_copies=10**6, max_run_copies=-1, max_host_segments=-1, max_query_param_copies=-1)

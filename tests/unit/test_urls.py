@@ -1,4 +1,4 @@
-"""Canonical URL identity (squall.urls): every rule as a row of a data table."""
+"""Canonical URL identity (squall.policy.urls): every rule as a row of a data table."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import random
 
 import pytest
 
-from squall import urls
+from squall.cli import url as url_cli
+from squall.policy import urls
 from squall.errors import InvalidURL
-from squall.records import Reason
-from squall.urls import CanonicalCache, NormalizerConfig, canonicalize, host_of, origin_of, robots_url
+from squall.policy.records import Reason
+from squall.policy.urls import CanonicalCache, NormalizerConfig, canonicalize, host_of, origin_of, robots_url
 
 SEED_002_REMOVE = ("utm_*", "fbclid", "gclid", "sid", "session_id", "PHPSESSID", "ref", "_ga", "mc_eid")
 CONFIG = NormalizerConfig(query_remove=SEED_002_REMOVE)
@@ -271,7 +272,7 @@ def _run_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
     monkeypatch.setattr(squall.settings, "load_settings", lambda path=None, overrides=None: settings)
     parser = argparse.ArgumentParser()
     parser.add_argument("--conf")
-    urls.add_parser(parser.add_subparsers(dest="command", required=True))
+    url_cli.add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(list(argv))
     return args.func(args)
 

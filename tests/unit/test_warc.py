@@ -1,4 +1,4 @@
-"""Tests of squall.warc: records, headers matching the stored body, rotation, warcio compatibility."""
+"""Tests of squall.net.warc: records, headers matching the stored body, rotation, warcio compatibility."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from squall.warc import WarcWriter
+from squall.net.warc import WarcWriter
 
 WARCIO = Path(sys.executable).parent / "warcio"
 FIXED_NOW_S = 1_700_000_000.25  # 2023-11-14T22:13:20.25Z

@@ -1,0 +1,1 @@
+"""The ``squall`` command line: one module per command (see ``squall.cli.main``)."""

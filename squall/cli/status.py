@@ -1,0 +1,392 @@
+"""``squall status``: counts of URLs by status and per host, read from the table changelogs.
+
+The worker's tables are compacted Kafka changelogs, so any machine that
+reaches the broker can report without asking a worker: the latest record of
+every key in ``<id>-urls-changelog`` and ``<id>-hosts-changelog`` is read.
+Consumer lag of the worker group on the status, fetch and signals topics
+tells whether work is still queued. ``--wait-idle`` polls until nothing is
+due, in flight or unconsumed and no URL waits for a Retry-After, robots.txt
+retry or back-off ending within ``--max-wait`` (twice in a row), then prints
+the report. ``--watch`` is the live view (:mod:`squall.cli.live_view`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from squall.policy.records import Status
+
+
+WAITING_STATUSES = (Status.DISCOVERED.value,)  # rescheduled by a Retry-After, robots.txt retry or back-off
+RECENT_WINDOW_S = 60.0  # pages/s "now" is measured over this window (s)
+
+
+@dataclass
+class Report:
+    """What ``squall status`` prints (``--json`` prints :meth:`to_json`). Times: Unix seconds.
+
+    ``waiting`` counts DISCOVERED URLs that are not due yet because of a
+    Retry-After, a robots.txt retry or a back-off (their own next fetch time
+    or their host's block is in the future); ``waiting_next_s`` and
+    ``waiting_until_s`` are the earliest and the latest of those times
+    (None: nothing waits). ``hosts`` has one row per
+    host (see :func:`host_rows`); ``pages_per_s`` is the average since the
+    first fetch, ``pages_per_s_recent`` over the last minute, ``eta_s`` the
+    time left for the URLs still to fetch at the recent rate (None when it
+    cannot be estimated).
+    """
+
+    by_status: Counter = field(default_factory=Counter)
+    by_host: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    reasons: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    due_now: int = 0
+    in_flight: int = 0
+    lag: dict[str, int] = field(default_factory=dict)
+    deadletters: int = 0
+    robots_truncated: list[str] = field(default_factory=list)   # origins whose robots.txt was cut at the limit
+    rendered: int = 0
+    render_failures: Counter = field(default_factory=Counter)
+    render_refused: Counter = field(default_factory=Counter)
+    waiting: int = 0
+    waiting_until_s: float | None = None
+    waiting_next_s: float | None = None
+    hosts: list[dict[str, Any]] = field(default_factory=list)
+    pages_per_s: float = 0.0
+    pages_per_s_recent: float = 0.0
+    eta_s: float | None = None
+    audit_violations: int = 0
+    at_s: float = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """Nothing due now, handed out and unanswered, left to consume, or waiting for a block to end."""
+        return not self.busy_without_waits() and self.waiting == 0
+
+    def busy_without_waits(self) -> bool:
+        """Something is due, in flight or unconsumed (URLs waiting for a block not counted)."""
+        return not (self.due_now == 0 and self.in_flight == 0 and not any(self.lag.values()))
+
+    def settled(self, max_wait_s: float) -> bool:
+        """Idle, or only waiting for blocks that all end more than ``max_wait_s`` (s) after the report."""
+        if self.busy_without_waits():
+            return False
+        return self.waiting == 0 or (self.waiting_next_s or 0.0) > self.at_s + max_wait_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": sum(self.by_status.values()), "by_status": dict(self.by_status),
+                "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
+                "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
+                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
+                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated,
+                "render": {"rendered": self.rendered, "failures": dict(self.render_failures),
+                           "refused": dict(self.render_refused)},
+                "waiting": self.waiting, "waiting_next_s": self.waiting_next_s,
+                "waiting_until_s": self.waiting_until_s, "hosts": self.hosts,
+                "pages_per_s": round(self.pages_per_s, 3), "pages_per_s_recent": round(self.pages_per_s_recent, 3),
+                "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+                "audit_violations": self.audit_violations, "at_s": self.at_s}
+
+    def to_text(self) -> str:
+        lines = [f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
+                 f"unconsumed: {sum(self.lag.values())}   dead letters: {self.deadletters}"]
+        lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
+        if self.waiting:
+            lines.append(f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
+                         f"until {clock(self.waiting_until_s)} (next at {clock(self.waiting_next_s)})")
+        lines.append(f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
+                     f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}")
+        if self.reasons:
+            lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
+        if self.rendered or self.render_failures:
+            failures = ", ".join(f"{r}={n}" for r, n in self.render_failures.most_common()) or "none"
+            lines.append(f"rendered: {self.rendered}   render failures: {failures}")
+            if self.render_refused:
+                lines.append("browser requests refused: "
+                             + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common()))
+        if self.rejected:
+            lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
+        if self.robots_truncated:
+            shown = ", ".join(self.robots_truncated[:5]) + (", ..." if len(self.robots_truncated) > 5 else "")
+            lines.append(f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) "
+                         f"({shown})")
+        lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
+        for host, counts in sorted(self.by_host.items()):
+            lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
+        return "\n".join(lines)
+
+
+def clock(at_s: float | None) -> str:
+    """``HH:MM:SS`` local time of a Unix time, ``-`` for None."""
+    return "-" if at_s is None else time.strftime("%H:%M:%S", time.localtime(at_s))
+
+
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s`` or ``12s``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]], now_s: float,
+                 lag: Mapping[str, int] | None = None, deadletters: int = 0,
+                 robots: Mapping[str, Mapping[str, Any]] | None = None,
+                 audits: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+    """Aggregate the latest url, host, robots and audit records (as dicts) into a :class:`Report`.
+
+    ``robots`` maps a robots.txt origin (``http://host:port``) to its RobotsEntry dict (truncated
+    robots.txt are counted; the state is shown on the rows of the hosts of that origin);
+    ``audits`` maps a partition key to its HostAudit dict.
+    """
+    report = Report(lag=dict(lag or {}), deadletters=deadletters, at_s=now_s,
+                    robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")))
+    fetched_at: list[float] = []
+    for rec in urls.values():
+        status = rec.get("status", "?")
+        report.by_status[status] += 1
+        report.by_host[rec.get("key", "?")][status] += 1
+        if rec.get("reason"):
+            report.reasons[rec["reason"]] += 1
+        _count_render(report, rec.get("metadata") or {})
+        nxt = rec.get("next_fetch_at_s")
+        if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
+            fetched_at.append(rec["last_fetch_at_s"])
+        if status not in (Status.DISCOVERED.value, Status.FETCH_ERROR.value) or nxt is None:
+            continue
+        host = hosts.get(rec.get("key", ""), {})
+        ready = max(nxt, host.get("blocked_until_s") or 0.0)
+        if ready <= now_s:
+            report.due_now += 1
+        elif status in WAITING_STATUSES:
+            report.waiting += 1
+            report.waiting_until_s = max(report.waiting_until_s or 0.0, ready)
+            report.waiting_next_s = min(report.waiting_next_s or ready, ready)
+    for host in hosts.values():
+        report.in_flight += len(host.get("in_flight") or {})
+        for reason, n in (host.get("rejected") or {}).items():
+            report.rejected[reason] += n
+    _rates(report, fetched_at, now_s)
+    report.hosts = host_rows(report.by_host, hosts, audits or {}, robots or {}, now_s)
+    report.audit_violations = sum(int(a.get("violations") or 0) for a in (audits or {}).values())
+    return report
+
+
+def _rates(report: Report, fetched_at: list[float], now_s: float) -> None:
+    if not fetched_at:
+        return
+    first, last = min(fetched_at), max(fetched_at)
+    report.pages_per_s = len(fetched_at) / max(last - first, 1.0)
+    recent = [t for t in fetched_at if t >= now_s - RECENT_WINDOW_S]
+    report.pages_per_s_recent = len(recent) / min(RECENT_WINDOW_S, max(now_s - first, 1.0))
+    left = report.by_status.get(Status.DISCOVERED.value, 0)
+    if left == 0:
+        report.eta_s = 0.0
+    elif report.pages_per_s_recent > 0:
+        report.eta_s = left / report.pages_per_s_recent
+
+
+def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, Any]],
+              audits: Mapping[str, Mapping[str, Any]], robots: Mapping[str, Mapping[str, Any]],
+              now_s: float) -> list[dict[str, Any]]:
+    """One row per host for the live view and the dashboard (busiest first).
+
+    Fields: ``host``, ``urls``, ``fetched``, ``discovered``, ``errors``,
+    ``requests`` / ``violations`` / ``min_gap_s`` from the audit, ``delay_s``
+    (the delay in force: the hosts table's pace, else the audit's last), ``next_fetch_at_s`` and
+    ``blocked_until_s`` (Unix s, None when past), ``backoff_attempts``,
+    ``in_flight``, ``robots`` (``rules``, ``allow_all``, ``disallow_all`` or
+    ``unknown``, with the last HTTP status) and ``robots_retry_at_s``.
+    """
+    robots_of: dict[str, Mapping[str, Any]] = {}
+    for origin, entry in robots.items():
+        name = urlsplit(origin).hostname or origin
+        robots_of[name] = entry
+    rows = []
+    for key in sorted(set(by_host) | set(hosts) | set(audits)):
+        counts = by_host.get(key, Counter())
+        host = hosts.get(key, {})
+        audit = audits.get(key, {})
+        entry = robots_of.get(key)
+        nxt = host.get("next_fetch_at_s") or 0.0
+        blocked = host.get("blocked_until_s") or 0.0
+        rows.append({
+            "host": key, "urls": sum(counts.values()), "fetched": counts.get(Status.FETCHED.value, 0),
+            "discovered": counts.get(Status.DISCOVERED.value, 0),
+            "errors": counts.get(Status.ERROR.value, 0) + counts.get(Status.FETCH_ERROR.value, 0),
+            "requests": int(audit.get("requests") or 0), "violations": int(audit.get("violations") or 0),
+            "min_gap_s": audit.get("min_gap_s"), "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
+            # the delay in force: the durable pace (hosts table), else the audit's last one
+            "delay_s": host.get("delay_s") or audit.get("required_delay_s"),
+            "next_fetch_at_s": nxt if nxt > now_s else None, "blocked_until_s": blocked if blocked > now_s else None,
+            "backoff_attempts": int((host.get("backoff") or {}).get("attempts") or 0),
+            "in_flight": len(host.get("in_flight") or {}),
+            "robots": "unknown" if entry is None else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",
+            "robots_retry_at_s": None if entry is None else entry.get("retry_at_s"),
+        })
+    rows.sort(key=lambda r: (-r["requests"], -r["urls"], r["host"]))
+    return rows
+
+
+def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
+    """Add one page's ``parse.render*`` metadata (squall.policy.render_policy) to the render counts."""
+    from squall.policy.render_policy import REFUSED_KEY, RENDER_KEY
+
+    render = metadata.get(RENDER_KEY) or []
+    if not render:
+        return
+    if render[0] == "rendered":
+        report.rendered += 1
+    else:
+        report.render_failures[render[1] if len(render) > 1 else "render.error"] += 1
+    for item in metadata.get(REFUSED_KEY) or []:
+        reason, _, n = str(item).rpartition("=")
+        if reason and n.isdigit():
+            report.render_refused[reason] += int(n)
+
+
+async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+    """The live value of each key of a table changelog (JSON objects), tombstones applied.
+
+    A tombstone deletes a key only in its own partition: a record that moved
+    to another partition (byIP, its host's address changed) is deleted from
+    the old one after it was written in the new one, and partitions are read
+    interleaved.
+    """
+    from squall.tools.kafka_admin import read_partitioned
+
+    live: dict[str, dict[int, dict[str, Any]]] = {}   # key → partition → latest value there
+    async for partition, key, value in read_partitioned(bootstrap, topic, missing_ok=True):
+        if key is None:
+            continue
+        k = key.decode("utf-8", errors="replace")
+        if value is None:
+            live.get(k, {}).pop(partition, None)
+            continue
+        try:
+            live.setdefault(k, {})[partition] = json.loads(value)
+        except ValueError:
+            continue
+    return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
+
+
+async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from squall.tools.kafka_admin import end_offsets
+    from squall.policy.topics import topic_name
+
+    bootstrap = settings["kafka.bootstrap.servers"]
+    from aiokafka.errors import KafkaError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        await admin.start()
+        committed = await admin.list_consumer_group_offsets(settings["topology.id"])
+    except KafkaError:  # e.g. the group coordinator is not ready yet: unknown counts as busy
+        return {"unknown": 1}
+    finally:
+        await admin.close()
+    lag: dict[str, int] = {}
+    for suffix in ("status", "fetch", "signals"):
+        topic = topic_name(settings, suffix)
+        ends = await end_offsets(bootstrap, topic, missing_ok=True)
+        total = 0
+        for partition, end in ends.items():
+            done = next((m.offset for tp, m in committed.items() if tp.topic == topic and tp.partition == partition), -1)
+            total += end - max(done, 0)
+        lag[suffix] = total
+    return lag
+
+
+async def collect_records(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The latest table records (``urls``, ``hosts``, ``audit``, ``robots``: key → dict), ``lag`` and
+    ``deadletters`` of ``settings``' topology, read from the broker."""
+    from squall.tools.kafka_admin import end_offsets
+    from squall.policy.topics import changelog_name, topic_name
+
+    bootstrap = settings["kafka.bootstrap.servers"]
+    out: dict[str, Any] = {t: await latest_records(bootstrap, changelog_name(settings, t))
+                           for t in ("urls", "hosts", "audit", "robots")}
+    out["deadletters"] = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
+    out["lag"] = await _lag(settings)
+    return out
+
+
+def report_of(records: Mapping[str, Any], now_s: float) -> Report:
+    """The :class:`Report` of :func:`collect_records`' result at ``now_s``."""
+    return build_report(records["urls"], records["hosts"], now_s, records["lag"], records["deadletters"],
+                        audits=records["audit"], robots=records["robots"])
+
+
+async def collect(settings: Mapping[str, Any]) -> Report:
+    """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
+    return report_of(await collect_records(settings), time.time())
+
+
+async def wait_idle(settings: Mapping[str, Any], timeout_s: float, poll_s: float = 1.0,
+                    max_wait_s: float = 3600.0) -> Report:
+    """Poll :func:`collect` until the report is settled twice in a row (or ``timeout_s`` passes).
+
+    Settled: nothing due, in flight or unconsumed, and no URL waiting for a
+    Retry-After, robots.txt retry or back-off that ends within ``max_wait_s``
+    seconds (:meth:`Report.settled`); a wait that ends later is reported, not waited for.
+    """
+    deadline = time.monotonic() + timeout_s
+    streak = 0
+    while True:
+        report = await collect(settings)
+        streak = streak + 1 if report.settled(max_wait_s) and report.by_status else 0
+        if streak >= 2 or time.monotonic() > deadline:
+            return report
+        await asyncio.sleep(poll_s)
+
+
+def _status_command(args: argparse.Namespace) -> int:
+    from squall.settings import load_settings
+
+    settings = load_settings(args.conf)
+    if args.watch:
+        from squall.cli.live_view import watch
+
+        return watch(settings, interval_s=args.interval, until_idle=args.wait_idle, timeout_s=args.timeout,
+                     max_wait_s=args.max_wait)
+    if args.wait_idle:
+        report = asyncio.run(wait_idle(settings, args.timeout, max_wait_s=args.max_wait))
+    else:
+        report = asyncio.run(collect(settings))
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text())
+    if not report.by_status and not args.json:
+        print(f"(no URL records for topology.id {settings['topology.id']!r} at {settings['kafka.bootstrap.servers']}: "
+              "nothing seeded yet, or another configuration? see $SQUALL_CONF / squall --conf)")
+    if args.wait_idle and not report.settled(args.max_wait):
+        print("squall status: not idle before the timeout", file=sys.stderr)
+        return 1
+    if args.wait_idle and report.waiting:
+        print(f"squall status: {report.waiting} URLs still waiting until {clock(report.waiting_until_s)} "
+              f"(beyond --max-wait {args.max_wait:g} s)", file=sys.stderr)
+    return 0
+
+
+def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+    p = subparsers.add_parser("status", help="counts of URLs by status and per host")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--wait-idle", action="store_true", help="wait until nothing is due, in flight or unconsumed")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait-idle waits at most (default 3600)")
+    p.add_argument("--max-wait", type=float, default=3600.0,
+                   help="--wait-idle also waits for URLs held by a Retry-After, robots.txt retry or back-off "
+                        "ending within this many seconds (default 3600)")
+    p.add_argument("--watch", action="store_true", help="live view (rich), refreshed every --interval seconds")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between two refreshes of --watch")
+    p.set_defaults(func=_status_command)

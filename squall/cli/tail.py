@@ -1,0 +1,112 @@
+"""``squall tail TOPIC``: follow one of squall's topics, messages decoded, for people without Kafka UI.
+
+``TOPIC`` is a topic suffix (``status``, ``fetch``, ``signals``, ``ticks``,
+``deadletter``), a table (``urls``, ``hosts``, ``robots``, ``audit``: its
+changelog) or a full topic name. Every squall message is a JSON object with
+a UTF-8 string key (the URL's partition key, a URL for the urls table, an
+origin for the robots table); a value that is not JSON is shown as text
+and flagged. No consumer group is used, nothing is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from squall.policy.topics import TABLES, TOPIC_SUFFIXES, changelog_name, topic_name
+
+
+def resolve_topic(settings: Mapping[str, Any], name: str) -> str:
+    """The Kafka topic ``name`` stands for (suffix, table or full name) in ``settings``' topology."""
+    if name in TOPIC_SUFFIXES:
+        return topic_name(settings, name)
+    if name in TABLES:
+        return changelog_name(settings, name)
+    return name
+
+
+def decode(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """``{"key": str|None, "value": JSON value|str|None, "json": bool}`` of one record (never raises).
+
+    ``json`` is False when the value is not valid UTF-8 JSON (then ``value`` is its text, bytes
+    replaced); a tombstone (compacted delete) has ``value`` None and ``json`` True.
+    """
+    k = None if key is None else key.decode("utf-8", errors="replace")
+    if value is None:
+        return {"key": k, "value": None, "json": True}
+    try:
+        return {"key": k, "value": json.loads(value), "json": True}
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return {"key": k, "value": value.decode("utf-8", errors="replace"), "json": False}
+
+
+def format_line(topic: str, partition: int, offset: int, timestamp_ms: int | None, record: Mapping[str, Any]) -> str:
+    """One printed line: ``HH:MM:SS topic[p]@offset key value`` (value as compact JSON)."""
+    at = time.strftime("%H:%M:%S", time.localtime((timestamp_ms or 0) / 1000))
+    value = json.dumps(record["value"], ensure_ascii=False, separators=(",", ":"))
+    flag = "" if record["json"] else " (not JSON)"
+    return f"{at} {topic}[{partition}]@{offset} {record['key']} {value}{flag}"
+
+
+async def follow(bootstrap: str, topic: str, out: TextIO, *, from_beginning: bool = False, max_messages: int = 0,
+                 timeout_s: float = 0.0, as_json: bool = False) -> int:
+    """Print the records of ``topic`` as they arrive; returns how many were printed.
+
+    Stops after ``max_messages`` (0 = never) or ``timeout_s`` seconds without a record (0 = never).
+    """
+    from aiokafka import AIOKafkaConsumer
+
+    from squall.errors import KafkaSetupError
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest" if from_beginning else "latest")
+    try:
+        await consumer.start()
+    except Exception as exc:  # aiokafka raises several kinds; all mean "cannot follow"
+        raise KafkaSetupError(f"cannot follow {topic} at {bootstrap}: {exc}") from exc
+    printed = 0
+    try:
+        while True:
+            batch = await consumer.getmany(timeout_ms=int(timeout_s * 1000) if timeout_s else 1000)
+            if not batch and timeout_s:
+                return printed
+            for tp, messages in batch.items():
+                for m in messages:
+                    record = decode(m.key, m.value)
+                    if as_json:
+                        line = json.dumps({"topic": tp.topic, "partition": tp.partition, "offset": m.offset,
+                                           "timestamp_ms": m.timestamp, **record}, ensure_ascii=False)
+                    else:
+                        line = format_line(tp.topic, tp.partition, m.offset, m.timestamp, record)
+                    print(line, file=out, flush=True)
+                    printed += 1
+                    if max_messages and printed >= max_messages:
+                        return printed
+    finally:
+        await consumer.stop()
+
+
+def _tail_command(args: argparse.Namespace) -> int:
+    from squall.settings import load_settings
+
+    settings = load_settings(args.conf)
+    topic = resolve_topic(settings, args.topic)
+    asyncio.run(follow(settings["kafka.bootstrap.servers"], topic, sys.stdout, from_beginning=args.from_beginning,
+                       max_messages=args.max, timeout_s=args.timeout, as_json=args.json))
+    return 0
+
+
+def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+    p = subparsers.add_parser("tail", help="follow a topic's messages, decoded")
+    p.add_argument("topic", help="status, fetch, signals, ticks, deadletter, a table (urls, hosts, robots, audit) "
+                                 "or a full topic name")
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest message, not the next one")
+    p.add_argument("--max", type=int, default=0, help="stop after this many messages (0 = never)")
+    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds without a message (0 = never)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (topic, partition, offset, key, value)")
+    p.set_defaults(func=_tail_command)

@@ -1,0 +1,1 @@
+"""The network boundary: HTTP fetching with address safety, content codings, WARC, the browser."""

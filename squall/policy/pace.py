@@ -1,0 +1,278 @@
+"""The one model of a host's pace: when the next request to a queue may start.
+
+Pure: no clock, no I/O, no Faust. The fetcher's in-memory gate (the fetch
+queues) and the durable hosts-table record (the queue regulator) are two uses
+of this module — both call :func:`after_fetch` with the same
+:class:`FetchEnded` event and get the same :class:`PaceState`, so they never
+disagree (ARCHITECTURE.md invariant 2).
+
+The delay in force (seconds, from the END of one request to the START of the
+next, StormCrawler ``FetcherBolt`` semantics) is the maximum of:
+
+* the operator's delay: ``fetcher.server.delay`` (``fetcher.server.min.delay``
+  when ``fetcher.threads.per.queue`` > 1);
+* the robots.txt Crawl-delay of the host, capped per ``fetcher.max.crawl.delay``
+  / ``fetcher.max.crawl.delay.force`` (seed 000; the cap is applied by
+  :func:`squall.policy.robots_rules.effective_crawl_delay`). With
+  ``fetcher.server.delay.force`` true (the default) the operator's delay is a
+  floor: a site's lower Crawl-delay never speeds up its host. With false, a
+  lower Crawl-delay replaces it, never below ``fetcher.server.min.delay``. A
+  Crawl-delay of 0 is ignored either way;
+* the frontier's robots delay (seed 000's CrawlDelayPolicy, whole seconds,
+  max-observed-wins; only with ``frontier.robots.crawl.delay.enabled``);
+* for a host backing off for longer than ``frontier.backoff.ttl.secs``:
+  ``frontier.backoff.max.secs`` (seed 002: a deprioritised host).
+
+On top of the delay, a block (``blocked_until_s``) holds the host:
+
+* Retry-After (RFC 9110 §10.2.3) is honoured in full up to
+  ``frontier.retry.after.max.secs`` (default one day; above it the host waits
+  the cap, and :attr:`PaceState.capped_retry_after` tells the caller to log it);
+* a 429/503 without a usable Retry-After (absent, invalid, 0 or a date in the
+  past) gets the exponential back-off of :mod:`squall.policy.backoff` (seed 002:
+  ``frontier.backoff.base.secs`` doubling per consecutive answer, jitter that
+  only lengthens, capped at ``frontier.backoff.max.secs``), so repeated
+  answers make the gaps grow;
+* a success resets the back-off.
+
+The jitter is drawn from a generator seeded by the fetch id, so the fetcher
+and the regulator (and a re-delivered signal) compute the same wait.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
+from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
+from squall.policy.crawl_delay import apply_signal as apply_frontier_crawl_delay
+from squall.errors import ConfigError
+from squall.policy.records import SignalKind
+
+
+@dataclass(frozen=True)
+class PaceConfig:
+    """Settings of the pace model (all durations in seconds).
+
+    Fields:
+        server_delay_s: the operator's delay — ``fetcher.server.delay``, or
+            ``fetcher.server.min.delay`` when ``fetcher.threads.per.queue`` > 1.
+        min_delay_s: ``fetcher.server.min.delay``, the lowest delay a site's
+            Crawl-delay may set when ``force`` is false.
+        force: ``fetcher.server.delay.force``; True = the operator's delay is
+            a floor under any Crawl-delay.
+        retry_after_max_s: ``frontier.retry.after.max.secs``, longest
+            Retry-After honoured (> 0).
+        backoff: ``frontier.backoff.*`` (seed 002).
+        crawl: ``frontier.robots.*`` (seed 000, frontier robots pacing).
+    """
+
+    server_delay_s: float
+    min_delay_s: float
+    force: bool
+    retry_after_max_s: float
+    backoff: BackoffConfig
+    crawl: CrawlDelayConfig
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "PaceConfig":
+        """Build from loaded settings.
+
+        Raises:
+            ConfigError: ``frontier.retry.after.max.secs`` not positive, or a
+                back-off / robots-delay key out of range (the key is named).
+        """
+        retry_max = float(settings["frontier.retry.after.max.secs"])
+        if not math.isfinite(retry_max) or retry_max <= 0:
+            raise ConfigError("frontier.retry.after.max.secs", f"must be a positive number of seconds, got {retry_max}")
+        one_thread = settings["fetcher.threads.per.queue"] == 1
+        return cls(
+            server_delay_s=float(settings["fetcher.server.delay"] if one_thread else settings["fetcher.server.min.delay"]),
+            min_delay_s=float(settings["fetcher.server.min.delay"]),
+            force=bool(settings["fetcher.server.delay.force"]),
+            retry_after_max_s=retry_max,
+            backoff=BackoffConfig.from_settings(settings),
+            crawl=CrawlDelayConfig.from_settings(settings),
+        )
+
+
+@dataclass(frozen=True)
+class PaceState:
+    """The pace of one queue (host, domain or IP). Times are Unix seconds.
+
+    Fields:
+        next_fetch_at_s: earliest start of the next request allowed by the
+            delay (end of the last request + the delay in force then).
+        delay_s: the delay in force after the last request (s); a new owner
+            of the queue waits it after taking over (see :func:`on_takeover`).
+        backoff: Retry-After / back-off state (seed 002); None = never rate limited.
+        crawl: the frontier's robots delay (seed 000); None = none.
+        capped_retry_after: the last Retry-After was longer than
+            ``frontier.retry.after.max.secs`` and was cut to it (for logging).
+    """
+
+    next_fetch_at_s: float = 0.0
+    delay_s: float = 0.0
+    backoff: HostBackoff | None = None
+    crawl: CrawlDelayState | None = None
+    capped_retry_after: bool = False
+
+    @property
+    def blocked_until_s(self) -> float:
+        """No request before this (s): the Retry-After or back-off block; 0.0 = none."""
+        return self.backoff.blocked_until_s if self.backoff is not None else 0.0
+
+    @property
+    def ready_at_s(self) -> float:
+        """Earliest start (s) of the next request: max(delay, block)."""
+        return max(self.next_fetch_at_s, self.blocked_until_s)
+
+
+@dataclass(frozen=True)
+class FetchEnded:
+    """What the pace model needs to know about one finished request (or a decision that made none).
+
+    Fields:
+        fetch_id: identifies the fetch (seeds the jitter; re-delivery gives the same result).
+        kind: SUCCESS, RETRY_AFTER, RATE_LIMITED or OTHER (see :mod:`squall.policy.outcome`).
+        at_s: when the request ended (Unix s).
+        requested: a request was sent to the host (False: decided without one,
+            e.g. robots denial — then the delay does not restart).
+        crawl_delay_s: the host's robots Crawl-delay after the cap (s), None = none.
+        retry_until_s: for RETRY_AFTER, the Retry-After time (Unix s).
+        forwarded_crawl_delay_s: whole seconds forwarded to the frontier
+            (metadata ``robots.crawl.delay``, seed 000), None = none.
+    """
+
+    fetch_id: str
+    kind: SignalKind
+    at_s: float
+    requested: bool = True
+    crawl_delay_s: float | None = None
+    retry_until_s: float | None = None
+    forwarded_crawl_delay_s: int | None = None
+
+
+def delay_in_force(config: PaceConfig, crawl_delay_s: float | None, state: PaceState | None, now_s: float) -> float:
+    """The delay (s) between the end of one request of a queue and the start of the next.
+
+    Args:
+        config: see :class:`PaceConfig`.
+        crawl_delay_s: the host's robots.txt Crawl-delay after the
+            ``fetcher.max.crawl.delay`` cap (s); None or 0 = none (RFC 9309
+            has no Crawl-delay; 0 would only remove politeness, so it is ignored).
+        state: the queue's state (frontier robots delay, back-off); None = fresh.
+        now_s: current time (Unix s), for the deprioritisation age.
+
+    Returns:
+        max(operator delay or Crawl-delay per ``fetcher.server.delay.force``,
+        frontier robots delay, deprioritised spacing) — see the module docstring.
+    """
+    delay_s = config.server_delay_s
+    if crawl_delay_s is not None and crawl_delay_s > 0:
+        if config.force:
+            delay_s = max(delay_s, crawl_delay_s)  # the operator's delay is a floor
+        else:
+            delay_s = max(crawl_delay_s, config.min_delay_s)  # the site may speed up its own host, down to min
+    if state is not None:
+        if config.crawl.enabled and state.crawl is not None and state.crawl.delay_s:
+            delay_s = max(delay_s, float(state.crawl.delay_s))  # seed 000: frontier pacing, whole seconds
+        if deprioritised(state.backoff, now_s, config.backoff):
+            delay_s = max(delay_s, config.backoff.max_s)  # seed 002: one request per maximum back-off
+    return delay_s
+
+
+def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) -> PaceState:
+    """The queue's pace after one request (or decision) ended.
+
+    Rules, in order:
+        1. SUCCESS resets the back-off; RETRY_AFTER blocks until
+           min(``retry_until_s``, ``at_s`` + ``retry_after_max_s``) (never
+           earlier than a block already in force); RATE_LIMITED (a 429/503
+           whose Retry-After was absent, invalid, 0 or past) adds one
+           exponential back-off step with jitter seeded by ``fetch_id``; OTHER
+           leaves the back-off as it is.
+        2. The forwarded robots delay (seed 000) is applied to the frontier's
+           robots-delay state (max-observed-wins, decay window).
+        3. When a request was made: ``next_fetch_at_s`` = max(previous,
+           ``at_s`` + :func:`delay_in_force`). Without a request the delay does
+           not restart (nothing reached the server).
+
+    Pure and deterministic: the same (state, ended) always gives the same result.
+    """
+    state = state or PaceState()
+    backoff = state.backoff
+    capped = False
+    if ended.kind is SignalKind.SUCCESS:
+        backoff = on_success(backoff) if backoff is not None else None
+    elif ended.kind is SignalKind.RETRY_AFTER and ended.retry_until_s is not None:
+        limit_s = ended.at_s + config.retry_after_max_s
+        capped = ended.retry_until_s > limit_s
+        backoff = _block(backoff, min(ended.retry_until_s, limit_s), ended.at_s)
+    elif ended.kind in (SignalKind.RATE_LIMITED, SignalKind.RETRY_AFTER):
+        rng = random.Random(zlib.crc32(ended.fetch_id.encode()))  # same jitter on every replay
+        backoff = on_rate_limited(backoff, ended.at_s, config.backoff, rng)
+    crawl = state.crawl
+    if ended.forwarded_crawl_delay_s is not None:
+        crawl = apply_frontier_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
+                                           ended.fetch_id)
+    new = replace(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
+    if not ended.requested:
+        return new
+    delay_s = delay_in_force(config, ended.crawl_delay_s, new, ended.at_s)
+    return replace(new, delay_s=delay_s, next_fetch_at_s=max(state.next_fetch_at_s, ended.at_s + delay_s))
+
+
+def on_takeover(state: PaceState | None, now_s: float, previous_owner_active: bool) -> PaceState:
+    """The pace a new owner of a queue starts from (restart or rebalance).
+
+    Args:
+        state: the durable state (hosts table); None = never seen.
+        now_s: when this worker took the queue over (Unix s).
+        previous_owner_active: the durable record shows hand-outs of an earlier
+            owner that never reported back: one of them may have been fetching
+            when that owner died, so its end is unknown but not after ``now_s``.
+
+    Returns:
+        ``state``, with ``next_fetch_at_s`` raised to ``now_s`` + the last
+        delay in force when ``previous_owner_active`` (ARCHITECTURE.md
+        invariant 2: a new owner never starts a host sooner than the old
+        owner's pace allowed).
+    """
+    state = state or PaceState()
+    if not previous_owner_active:
+        return state
+    return replace(state, next_fetch_at_s=max(state.next_fetch_at_s, now_s + state.delay_s))
+
+
+def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBackoff:
+    """A Retry-After block until ``until_s`` (later blocks win); the back-off exponent is kept."""
+    current = backoff or HostBackoff()
+    since_s = current.backing_off_since_s if current.backing_off_since_s is not None else now_s
+    return HostBackoff(attempts=current.attempts, blocked_until_s=max(current.blocked_until_s, until_s),
+                       backing_off_since_s=since_s)
+
+
+def to_dict(state: PaceState) -> dict[str, Any]:
+    """JSON-friendly form (stored in the hosts table)."""
+    return {"next_fetch_at_s": state.next_fetch_at_s, "delay_s": state.delay_s,
+            "backoff": state.backoff.to_dict() if state.backoff is not None else None,
+            "crawl": state.crawl.to_dict() if state.crawl is not None else None}
+
+
+def from_dict(data: Mapping[str, Any]) -> PaceState:
+    """Inverse of :func:`to_dict`; missing keys take the defaults.
+
+    Raises:
+        ValueError: a field of the wrong type.
+    """
+    backoff = data.get("backoff")
+    crawl = data.get("crawl")
+    return PaceState(next_fetch_at_s=float(data.get("next_fetch_at_s") or 0.0), delay_s=float(data.get("delay_s") or 0.0),
+                     backoff=HostBackoff.from_dict(backoff) if backoff else None,
+                     crawl=CrawlDelayState.from_dict(crawl) if crawl else None)

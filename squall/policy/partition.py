@@ -1,0 +1,112 @@
+"""The partition key of a URL and the Kafka partition of a key (``partition.url.mode``).
+
+The key groups URLs into one fetch queue (StormCrawler's ``partition.url.mode``):
+``byHost`` is the host name, ``byDomain`` the registered domain from the
+Public Suffix List snapshot bundled with tldextract (never fetched: no
+network), ``byIP`` the address the host resolves to — which needs DNS, so
+:func:`partition_key` gives the host name as a provisional key there and
+the status updater routes the URL to its address's partition
+(:mod:`squall.policy.address_key`). Every topic is keyed
+by this string as UTF-8 bytes and uses Kafka's default partitioner, so
+:func:`partition_for_key` tells which partition (and so which worker) owns a
+queue.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import cache, lru_cache
+
+import tldextract
+
+from squall.errors import ConfigError
+from squall.policy.urls import host_of
+
+MODES = ("byHost", "byDomain", "byIP")
+
+
+@cache
+def _extractor() -> tldextract.TLDExtract:
+    """The one offline extractor: bundled suffix list snapshot, no download, no cache directory."""
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def registered_domain(host: str) -> str:
+    """Registered domain of ``host`` (``www.bbc.co.uk`` → ``bbc.co.uk``), lower case.
+
+    Uses the ICANN section of the Public Suffix List bundled with tldextract
+    (private suffixes such as ``blogspot.com`` are not suffixes here). An IP
+    address, a host without a known public suffix (``localhost``,
+    ``intranet.corp``) or a bare public suffix keeps the host itself.
+    """
+    host = host.lower().rstrip(".")
+    if is_ip_literal(host):
+        return host
+    return _extractor()(host).top_domain_under_public_suffix or host
+
+
+def is_public_suffix(name: str) -> bool:
+    """True when ``name`` is itself a public suffix (``com``, ``co.uk``), not a domain below one."""
+    name = name.lower().rstrip(".")
+    if not name or is_ip_literal(name):
+        return False
+    result = _extractor()(name)
+    return result.suffix == name and not result.domain
+
+
+def is_ip_literal(host: str) -> bool:
+    """True when ``host`` is an IPv4 or IPv6 address (brackets allowed), not a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def validate_mode(mode: str) -> None:
+    """Check a ``partition.url.mode`` value.
+
+    Raises:
+        ConfigError: (key ``partition.url.mode``) for a mode other than byHost, byDomain, byIP.
+    """
+    if mode not in MODES:
+        raise ConfigError("partition.url.mode", f"unknown mode {mode!r}; use byHost, byDomain or byIP")
+
+
+def partition_key(url: str, mode: str) -> str:
+    """Partition key of a canonical ``url``: its host (``byHost``), registered domain (``byDomain``).
+
+    ``byIP``: the host too — the provisional key of a producer that cannot
+    resolve; the status updater resolves the host and routes the URL to its
+    address (:func:`squall.policy.address_key.status_key`). The host is lower
+    case, without port; an IPv6 address is given without brackets. Source:
+    StormCrawler's ``partition.url.mode``.
+
+    Raises:
+        ConfigError: ``mode`` is unknown (see :func:`validate_mode`).
+        InvalidURL: ``url.host`` when the URL has no host, ``url.malformed`` when it cannot be split.
+    """
+    validate_mode(mode)
+    host = host_of(url).rstrip(".")
+    return registered_domain(host) if mode == "byDomain" else host
+
+
+@lru_cache(maxsize=65536)
+def partition_for_key(key: str, partitions: int) -> int:
+    """Kafka partition of ``key`` among ``partitions``: ``(murmur2(utf8(key)) & 0x7fffffff) % partitions``.
+
+    The Java client's default partitioner for keyed records (and aiokafka's
+    ``DefaultPartitioner``), so producers in any language agree. Memoized
+    (bounded): murmur2 is pure Python, and the parse step asks it for every
+    link while a page's links share a few hosts.
+
+    Raises:
+        ValueError: ``partitions`` is less than 1.
+    """
+    # aiokafka's pure-Python murmur2, imported here so that policy modules
+    # importing this one do not load the Kafka client package
+    from aiokafka.partitioner import murmur2
+
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions

@@ -1,0 +1,351 @@
+"""URL status, failure reasons, and the JSON messages on squall's topics.
+
+One enum for the status of a URL (StormCrawler's ``Status``), one enum for the
+reason a URL ended where it did (instead of free-text ``error.cause``), and the
+message shapes of the status, fetch and signals topics. Messages are JSON
+objects encoded as UTF-8; keys of every topic are the URL's partition key
+(see :mod:`squall.policy.partition`) as UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from squall.errors import MessageError
+
+
+class Status(str, Enum):
+    """Status of a URL in the frontier (StormCrawler's com.digitalpebble.stormcrawler.persistence.Status)."""
+
+    DISCOVERED = "DISCOVERED"
+    FETCHED = "FETCHED"
+    REDIRECTION = "REDIRECTION"
+    FETCH_ERROR = "FETCH_ERROR"
+    ERROR = "ERROR"
+
+    @property
+    def final(self) -> bool:
+        """True for a status that ends a URL unless a revisit is scheduled."""
+        return self in (Status.FETCHED, Status.REDIRECTION, Status.ERROR)
+
+
+class Reason(str, Enum):
+    """Why a URL was rejected, failed or ended in ERROR (one code per cause)."""
+
+    # malformed input
+    MESSAGE_INVALID = "message.invalid"
+    URL_MALFORMED = "url.malformed"
+    URL_SCHEME = "url.scheme"
+    URL_HOST = "url.host"
+    URL_USERINFO = "url.userinfo"
+    URL_TOO_LONG = "url.too_long"
+    # scope and trap guards (seed 002 a–d) — policy rejections, never fetch failures
+    SCOPE_HOST = "scope.host"
+    SCOPE_REGEX = "scope.regex"
+    TRAP_DEPTH = "trap.depth"
+    TRAP_HOST_CAP = "trap.host_cap"
+    TRAP_QUERY_PARAMS = "trap.query_params"
+    TRAP_REPEATED_SEGMENTS = "trap.repeated_segments"
+    TRAP_REPEATED_RUN = "trap.repeated_run"
+    TRAP_HOST_SEGMENT = "trap.host_segment"
+    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param"
+    # robots.txt (RFC 9309) and Crawl-delay (seed 000)
+    ROBOTS_DENIED = "robots.denied"          # disallowed by the rules
+    ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt unreachable: complete disallow, the URL waits (§2.3.1.4)
+    CRAWL_DELAY_TOO_LONG = "crawl_delay.too_long"
+    # redirects
+    REDIRECT_LOOP = "redirect.loop"
+    REDIRECT_TOO_MANY = "redirect.too_many"
+    # HTTP answers
+    HTTP_NOT_FOUND = "http.not_found"
+    HTTP_CLIENT_ERROR = "http.client_error"
+    HTTP_SERVER_ERROR = "http.server_error"
+    HTTP_RATE_LIMITED = "http.rate_limited"
+    HTTP_RATE_LIMITED_TOO_MANY = "http.rate_limited.too_many"  # max.rate.limits consecutive 429/503 answers
+    # transport failures (transient: FETCH_ERROR, retried up to max.fetch.errors)
+    FETCH_TIMEOUT = "fetch.timeout"
+    FETCH_DNS = "fetch.dns"
+    FETCH_CONNECTION = "fetch.connection"
+    FETCH_PROTOCOL = "fetch.protocol"
+    FETCH_BLOCKED_ADDRESS = "fetch.blocked_address"
+    FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
+    # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
+    FETCH_DEFERRED = "fetch.deferred"
+    # not attempted: byIP, the host resolves to another address now; the URL moves to that queue
+    FETCH_ADDRESS_CHANGED = "fetch.address_changed"
+    # sitemaps (squall.policy.sitemaps): fetched, but not a usable sitemap
+    SITEMAP_MALFORMED = "sitemap.malformed"
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
+    SITEMAP_TOO_BIG = "sitemap.too_big"
+    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
+    SITEMAP_DUPLICATE = "sitemap.duplicate"
+    SITEMAP_TOO_OLD = "sitemap.too_old"
+    SITEMAP_TOO_DEEP = "sitemap.too_deep"
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in d.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class StatusMessage:
+    """A message on the status topic: a URL and what happened to it.
+
+    A seed is ``{"url": "https://example.com/"}``, optionally with
+    ``"metadata": {"key": ["value", ...]}``; every other field has a default.
+
+    Fields: ``url`` (as found; canonicalized by the status updater),
+    ``status``, ``depth`` (hops from the seed), ``metadata`` (key → list of
+    strings), ``reason`` (a :class:`Reason` value), ``http_status``,
+    ``redirect_to`` (absolute target of a REDIRECTION), ``fetched_at_s``
+    (Unix time, seconds), ``seed`` (true for seeds: their host is in scope),
+    ``retry_after_s`` (Unix time before which the URL must not be fetched
+    again), ``etag`` / ``last_modified`` (validators for revisits),
+    ``priority`` (higher first), ``not_modified`` (a 304 answer).
+    ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
+    its former key, sent along when its host moved to another address
+    (``partition.url.mode: byIP``; never in a batch); absent otherwise.
+
+    A batch of outlinks of one page to one Kafka partition (what the parse
+    step sends: one message per partition instead of one per link) is a
+    DISCOVERED message whose ``more_urls`` lists the other URLs, sharing
+    ``depth`` and ``metadata``; ``rejected`` counts the links the parse step
+    refused, per partition key then per :class:`Reason` value
+    (``{"example.com": {"trap.depth": 2}}``), added to those hosts'
+    rejection counts by the status updater.
+    """
+
+    url: str
+    status: Status = Status.DISCOVERED
+    depth: int = 0
+    metadata: dict[str, list[str]] = field(default_factory=dict)
+    reason: str | None = None
+    http_status: int | None = None
+    redirect_to: str | None = None
+    fetched_at_s: float | None = None
+    seed: bool = False
+    retry_after_s: float | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    priority: int | None = None
+    not_modified: bool = False
+    truncated: bool = False
+    chain: list[str] = field(default_factory=list)
+    more_urls: list[str] = field(default_factory=list)
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)
+    moved: dict[str, Any] | None = None
+
+    def to_bytes(self) -> bytes:
+        """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
+        # built by hand: dataclasses.asdict deep-copies every list and dict (a profile's top entry)
+        obj = {name: getattr(self, name) for name in _STATUS_FIELDS}
+        obj["status"] = self.status.value
+        for name in ("more_urls", "rejected"):
+            if not obj[name]:
+                del obj[name]
+        return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "StatusMessage":
+        """Decode one status message.
+
+        Raises:
+            MessageError: not JSON, not an object, no string ``url``, unknown
+                status, or a field of the wrong type.
+        """
+        obj = _decode_object(raw)
+        url = obj.get("url")
+        if not isinstance(url, str) or not url:
+            raise MessageError("status message needs a non-empty string 'url'")
+        try:
+            status = Status(obj.get("status", "DISCOVERED"))
+        except ValueError:
+            raise MessageError(f"unknown status {obj.get('status')!r}") from None
+        metadata = _metadata(obj.get("metadata", {}))
+        kwargs: dict[str, Any] = {}
+        for name, typ in (("depth", int), ("reason", str), ("http_status", int), ("redirect_to", str),
+                          ("fetched_at_s", (int, float)), ("seed", bool), ("retry_after_s", (int, float)),
+                          ("etag", str), ("last_modified", str), ("priority", int), ("not_modified", bool),
+                          ("truncated", bool), ("chain", list), ("moved", dict)):
+            if name in obj and obj[name] is not None:
+                value = obj[name]
+                if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
+                    raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise MessageError(f"field {name!r} must be a finite number: {value!r}")
+                if name == "chain" and not all(isinstance(u, str) for u in value):
+                    raise MessageError("field 'chain' must be a list of strings")
+                kwargs[name] = value
+        more = obj.get("more_urls")
+        if more:
+            if not isinstance(more, list) or not all(isinstance(u, str) and u for u in more):
+                raise MessageError("field 'more_urls' must be a list of non-empty strings")
+            if status is not Status.DISCOVERED or kwargs.get("fetched_at_s") is not None:
+                raise MessageError("'more_urls' is only for DISCOVERED messages without fetched_at_s")
+            kwargs["more_urls"] = more
+        rejected = obj.get("rejected")
+        if rejected:
+            if not isinstance(rejected, dict) or not all(
+                    isinstance(key, str) and key and isinstance(counts, dict) and all(
+                        r in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                        for r, n in counts.items())
+                    for key, counts in rejected.items()):
+                raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
+            kwargs["rejected"] = rejected
+        return cls(url=url, status=status, metadata=metadata, **kwargs)
+
+    def urls(self) -> list[str]:
+        """``url`` then ``more_urls``: every URL this message is about."""
+        return [self.url, *self.more_urls]
+
+
+_STATUS_FIELDS = tuple(StatusMessage.__dataclass_fields__)
+_REASONS = frozenset(r.value for r in Reason)
+
+
+@dataclass(frozen=True)
+class FetchMessage:
+    """A message on the fetch topic: one URL handed out by the spout.
+
+    ``handed_out_at_s`` is the spout's clock (Unix seconds); ``attempt`` counts
+    fetches of this URL so far (0 for the first); ``etag``/``last_modified``
+    are sent as If-None-Match / If-Modified-Since on a revisit.
+    """
+
+    url: str
+    key: str
+    depth: int = 0
+    metadata: dict[str, list[str]] = field(default_factory=dict)
+    attempt: int = 0
+    handed_out_at_s: float = 0.0
+    etag: str | None = None
+    last_modified: str | None = None
+    chain: list[str] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "FetchMessage":
+        obj = _decode_object(raw)
+        try:
+            msg = cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
+                       metadata=_metadata(obj.get("metadata", {})), attempt=int(obj.get("attempt", 0)),
+                       handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)), etag=obj.get("etag"),
+                       last_modified=obj.get("last_modified"), chain=_str_list(obj.get("chain", []), "chain"))
+            # a non-finite time (NaN, inf) would poison the due index and the pace model
+            _finite(msg.handed_out_at_s, "handed_out_at_s")
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise MessageError(f"bad fetch message: {exc}") from None
+
+
+class SignalKind(str, Enum):
+    """What one fetch told about its host's pace (seed 000, StormCrawler #1973/#1984, seed 002)."""
+
+    SUCCESS = "success"            # answered without a rate limit: back-off resets
+    RETRY_AFTER = "retry_after"    # 429/503 with a valid Retry-After: host blocked until retry_until_s
+    RATE_LIMITED = "rate_limited"  # 429/503 without it: exponential back-off with jitter
+    OTHER = "other"                # any other outcome (error, or no request made): pace only
+
+
+@dataclass(frozen=True)
+class SignalMessage:
+    """A message on the signals topic (keyed by the queue's partition key), one per handed-out URL.
+
+    The queue regulator applies it to the hosts table with the same pace
+    model the fetcher used (:func:`squall.policy.pace.after_fetch`): it frees the
+    hand-out place of ``url`` and records the queue's pace after the fetch.
+    ``fetch_id`` identifies the fetch so re-delivery is idempotent. Times are
+    Unix seconds. ``requested``: a request reached the host (False: decided
+    without one, e.g. robots denial or a deferral). ``crawl_delay_s``: the
+    host's robots Crawl-delay after the ``fetcher.max.crawl.delay`` cap (s,
+    None = none). ``delay_s``: the delay in force the fetcher computed (s,
+    informative). ``retry_until_s``: the Retry-After time of a RETRY_AFTER.
+    ``robots_crawl_delay_s``: metadata ``robots.crawl.delay`` (whole seconds,
+    only when the fetcher capped a Crawl-delay, seed 000).
+    ``handed_out_at_s``: the spout's hand-out time of the fetch, so a late or
+    re-delivered signal never frees a newer hand-out of the same URL.
+    """
+
+    key: str
+    url: str
+    fetch_id: str
+    kind: SignalKind
+    at_s: float
+    requested: bool = True
+    delay_s: float = 0.0
+    crawl_delay_s: float | None = None
+    retry_until_s: float | None = None
+    robots_crawl_delay_s: int | None = None
+    handed_out_at_s: float | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "SignalMessage":
+        obj = _decode_object(raw)
+        try:
+            def opt(name: str, kind: type) -> Any:
+                value = obj.get(name)
+                return None if value is None else kind(value)
+
+            requested = obj.get("requested", True)
+            if not isinstance(requested, bool):
+                raise TypeError(f"requested must be a boolean, got {requested!r}")
+            msg = cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
+                      kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]), requested=requested,
+                      delay_s=float(obj.get("delay_s", 0.0)), crawl_delay_s=opt("crawl_delay_s", float),
+                      retry_until_s=opt("retry_until_s", float),
+                      robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
+                      handed_out_at_s=opt("handed_out_at_s", float))
+            for name in ("at_s", "delay_s", "crawl_delay_s", "retry_until_s", "handed_out_at_s"):
+                _finite(getattr(msg, name), name)
+            return msg
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise MessageError(f"bad signal message: {exc}") from None
+
+
+def _str_list(value: Any, name: str) -> list[str]:
+    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(value)
+
+
+def _finite(value: float | None, name: str) -> None:
+    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def _decode_object(raw: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise MessageError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise MessageError("not JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise MessageError("expected a JSON object")
+    return obj
+
+
+def _metadata(value: Any) -> dict[str, list[str]]:
+    """Normalize metadata to key → list of strings (a single string becomes a one-item list)."""
+    if not isinstance(value, dict):
+        raise MessageError("'metadata' must be an object")
+    out: dict[str, list[str]] = {}
+    for k, v in value.items():
+        if isinstance(v, str):
+            out[str(k)] = [v]
+        elif isinstance(v, list) and all(isinstance(x, str) for x in v):
+            out[str(k)] = list(v)
+        else:
+            raise MessageError(f"metadata {k!r} must be a string or a list of strings")
+    return out

@@ -1,0 +1,235 @@
+"""URL records and the one transition function of URL status (StormCrawler's DefaultScheduler).
+
+A :class:`UrlRecord` is the value of the urls table (key: canonical URL). The
+status updater calls :func:`apply` for every message of the status topic; the
+function is pure and idempotent: applying the same message twice gives the
+same record (re-delivery is normal under at-least-once, ARCHITECTURE.md
+invariant 3).
+
+Rules (seed 003: transient vs permanent failures; StormCrawler keys):
+
+* DISCOVERED for an unknown URL creates the record, due now. For a known URL
+  it changes nothing (deduplication is exact on the canonical URL).
+* A fetcher result (``fetched_at_s`` set) updates the record once: a message
+  whose ``fetched_at_s`` is not newer than the record's ``last_fetch_at_s``
+  is a re-delivery and changes nothing.
+* FETCHED / REDIRECTION: next fetch after ``fetchInterval.default`` minutes.
+* FETCH_ERROR: counted; retried after ``fetchInterval.fetch.error`` minutes,
+  doubled for each further error; at ``max.fetch.errors`` the URL becomes
+  ERROR ``fetch.too_many_errors``. A rate-limited answer (429/503) is
+  rescheduled at its host's Retry-After/back-off time and is *not* counted as
+  a fetch failure; it counts as a rate limit instead: after ``max.rate.limits``
+  consecutive rate-limited answers (no success between) the URL ends ERROR
+  ``http.rate_limited.too_many`` instead of cycling forever.
+* ERROR: next fetch after ``fetchInterval.error`` minutes (-1: never).
+* Sitemaps (:mod:`squall.policy.sitemaps`): a FETCHED URL whose record carries
+  ``sitemap.changefreq`` is revisited after that interval instead of
+  ``fetchInterval.default`` (``sitemap.changefreq.revisit``); a DISCOVERED
+  message for a known FETCHED / REDIRECTION URL whose ``sitemap.lastmod``
+  is newer than the last fetch makes it due at that lastmod (so at once)
+  and records its ``sitemap.*`` metadata — idempotent, and a no-op once the
+  URL was fetched after that lastmod. A known URL that a robots.txt or an
+  index now names as a sitemap takes the ``isSitemap`` marker (due again if
+  it was fetched as a page, or at once after a fetch handed out unmarked).
+* DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
+  ``retry_after_s``" (robots.txt unavailable, or a hand-out given back
+  because its host is blocked): the status stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.sitemaps import (
+    CHANGEFREQ_KEY,
+    LASTMOD_KEY,
+    LEVEL_KEY,
+    SITEMAP_KEY,
+    changefreq_interval_s,
+    is_marked,
+    lastmod_of,
+)
+
+SEED_PRIORITY = 1
+DISCOVERED_PRIORITY = 0
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Revisit and retry rules; intervals in SECONDS (converted from StormCrawler's minutes)."""
+
+    default_interval_s: float | None      # fetchInterval.default; None = never revisit
+    fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
+    error_interval_s: float | None        # fetchInterval.error; None = never
+    max_fetch_errors: int                 # max.fetch.errors
+    max_rate_limits: int | None = None    # max.rate.limits; None = never give up
+    changefreq_revisit: bool = False      # sitemap.changefreq.revisit
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
+        def minutes(key: str) -> float | None:
+            value = settings[key]
+            return None if value < 0 else float(value) * 60.0
+
+        limit = int(settings["max.rate.limits"])
+        return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
+                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]),
+                   None if limit < 0 else limit, bool(settings["sitemap.changefreq.revisit"]))
+
+
+@dataclass(frozen=True)
+class UrlRecord:
+    """One URL of the frontier (value of the urls table).
+
+    Times are Unix seconds; ``next_fetch_at_s`` None means never again.
+    ``attempts`` counts requests made for this URL, ``fetch_errors`` the
+    consecutive transient failures, ``rate_limits`` the consecutive
+    rate-limited answers (429/503). ``chain`` is the redirect chain that led
+    here (oldest first).
+    """
+
+    url: str
+    key: str
+    status: Status = Status.DISCOVERED
+    depth: int = 0
+    priority: int = DISCOVERED_PRIORITY
+    attempts: int = 0
+    fetch_errors: int = 0
+    rate_limits: int = 0
+    next_fetch_at_s: float | None = None
+    last_fetch_at_s: float | None = None
+    discovered_at_s: float = 0.0
+    reason: str | None = None
+    http_status: int | None = None
+    redirect_to: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    metadata: dict[str, list[str]] = field(default_factory=dict)
+    chain: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "UrlRecord":
+        d = dict(d)
+        d["status"] = Status(d["status"])
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def pending(self) -> bool:
+        """True while the URL waits for a (first or repeated) fetch attempt."""
+        return self.status in (Status.DISCOVERED, Status.FETCH_ERROR) and self.next_fetch_at_s is not None
+
+
+def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata: dict[str, list[str]]) -> UrlRecord:
+    """The record of a newly discovered URL, due at once (seeds get a higher priority)."""
+    priority = msg.priority if msg.priority is not None else (SEED_PRIORITY if msg.seed else DISCOVERED_PRIORITY)
+    return UrlRecord(url=url, key=key, depth=msg.depth, priority=priority, next_fetch_at_s=now_s,
+                     discovered_at_s=now_s, metadata=metadata, chain=list(msg.chain))
+
+
+def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
+          metadata: dict[str, list[str]] | None = None) -> UrlRecord:
+    """Apply one fetcher result to ``record``; returns ``record`` itself when nothing changes.
+
+    ``metadata`` is the record's metadata after ``metadata.persist`` was
+    applied (None keeps it). Plain DISCOVERED messages for a known URL return
+    ``record`` unchanged.
+    """
+    at = msg.fetched_at_s
+    if at is None:
+        return _listed_again(record, msg)  # a rediscovery: exact dedup, unless a sitemap says it changed
+    if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
+        return record  # re-delivery of a result already applied
+    meta = record.metadata if metadata is None else metadata
+    base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta,
+                   truncated=msg.truncated)
+    if msg.status is Status.DISCOVERED:  # not attempted (robots.txt unavailable): wait and try again
+        return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
+    attempts = record.attempts + 1
+    if msg.status is Status.FETCHED:
+        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0, rate_limits=0,
+                       next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
+                       etag=msg.etag or (record.etag if msg.not_modified else None),
+                       last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
+    if msg.status is Status.REDIRECTION:
+        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0, rate_limits=0,
+                       redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
+    if msg.status is Status.FETCH_ERROR:
+        if msg.reason == Reason.HTTP_RATE_LIMITED.value:
+            # a rate signal, not a failure of this URL: reschedule when the host's block ends
+            limits = record.rate_limits + 1
+            if config.max_rate_limits is not None and limits >= config.max_rate_limits:
+                return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
+                               reason=Reason.HTTP_RATE_LIMITED_TOO_MANY.value,
+                               next_fetch_at_s=_after(at, config.error_interval_s))
+            return replace(base, status=Status.DISCOVERED if record.status is Status.DISCOVERED else record.status,
+                           attempts=attempts, rate_limits=limits,
+                           next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+        errors = record.fetch_errors + 1
+        if errors >= config.max_fetch_errors:
+            return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,
+                           reason=Reason.FETCH_TOO_MANY_ERRORS.value,
+                           next_fetch_at_s=_after(at, config.error_interval_s))
+        interval = None if config.fetch_error_interval_s is None else config.fetch_error_interval_s * 2 ** (errors - 1)
+        next_at = _after(at, interval)
+        if msg.retry_after_s is not None and next_at is not None:
+            next_at = max(next_at, msg.retry_after_s)
+        return replace(base, status=Status.FETCH_ERROR, attempts=attempts, fetch_errors=errors, next_fetch_at_s=next_at)
+    # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
+    counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
+    return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+
+
+def _revisit_interval_s(metadata: Mapping[str, list[str]], config: ScheduleConfig) -> float | None:
+    """Revisit interval of a FETCHED URL: its sitemap changefreq when known and enabled, else the default."""
+    if config.changefreq_revisit:
+        known, interval_s = changefreq_interval_s(metadata)
+        if known:
+            return interval_s
+    return config.default_interval_s
+
+
+def _read_as_page_too_early(metadata: Mapping[str, list[str]], msg: StatusMessage) -> bool:
+    """The record became a sitemap while this fetch of it, handed out unmarked, was in flight."""
+    return is_marked(metadata) and not is_marked(msg.metadata)
+
+
+def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
+    """A known URL discovered again: changes only when a sitemap says something new about it.
+
+    * Marked as a sitemap (``isSitemap``) while the record is not (it was
+      first found as a link): the record takes the marker and, if already
+      fetched, is due again at once so it is read as a sitemap.
+    * Listed with a ``sitemap.lastmod`` newer than its last fetch (FETCHED
+      or REDIRECTION): due at that lastmod (so at once), ``sitemap.*`` kept.
+    """
+    if is_marked(msg.metadata) and not is_marked(record.metadata):
+        metadata = {**record.metadata, SITEMAP_KEY: ["true"], LEVEL_KEY: list(msg.metadata.get(LEVEL_KEY, ["0"]))}
+        due = record.next_fetch_at_s
+        if record.last_fetch_at_s is not None and (due is None or due > record.last_fetch_at_s):
+            due = record.last_fetch_at_s  # in the past: due at once
+        return replace(record, metadata=metadata, next_fetch_at_s=due)
+    lastmod_s = lastmod_of(msg.metadata)
+    if (lastmod_s is None or record.status not in (Status.FETCHED, Status.REDIRECTION)
+            or record.last_fetch_at_s is None or lastmod_s <= record.last_fetch_at_s):
+        return record
+    if record.next_fetch_at_s is not None and record.next_fetch_at_s <= lastmod_s:
+        return record  # already due by then
+    metadata = dict(record.metadata)
+    for key in (LASTMOD_KEY, CHANGEFREQ_KEY):
+        if key in msg.metadata:
+            metadata[key] = list(msg.metadata[key])
+    return replace(record, next_fetch_at_s=lastmod_s, metadata=metadata)
+
+
+def _after(at_s: float, interval_s: float | None) -> float | None:
+    return None if interval_s is None else at_s + interval_s

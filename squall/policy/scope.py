@@ -1,0 +1,299 @@
+"""Scope and crawl-trap guards: which canonical URLs may enter the frontier (seed 002 a–d).
+
+A URL is admitted when its host is in scope, it passes the include/exclude
+regular expressions, and none of the trap guards fires: depth from the seed
+(seed 002 b), URLs already known for its host (seed 002 c), number of query
+parameters, and the URL-shape guards of :mod:`squall.policy.traps` (repeated
+segments and runs, repeated host-like segments, repeated query parameter
+names: infinite URL spaces, seed 002 refinement 6). Normalization (seed 002 a) is :mod:`squall.policy.urls`; redirect
+loops (seed 002 d) are the fetcher's. Checks are pure: the caller supplies
+the depth, whether the host was seeded and the host's URL count.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from squall.errors import ConfigError, InvalidURL
+from squall.policy.memo import BoundedMemo
+from squall.policy.partition import is_public_suffix, partition_for_key, partition_key
+from squall.policy.records import Reason, StatusMessage
+from squall.policy.traps import TrapConfig, check_url
+from squall.policy.urls import idna_host
+
+
+@dataclass(frozen=True)
+class ScopeConfig:
+    """Scope and trap limits; ``-1`` means unlimited for depth, host cap and query parameters.
+
+    ``hosts_allow`` are exact host names, ``domains_allow`` domains whose
+    every host is in scope (both lower case, punycode, no trailing dot; both
+    empty = the seeds' hosts only); ``schemes`` lower-case scheme names;
+    ``include`` (empty = all) / ``exclude`` are searched anywhere in the URL;
+    ``max_depth`` in hops from the seed; ``max_urls_per_host`` in URLs known
+    for the host; ``max_query_params`` in ``&``-separated parameters;
+    ``max_repeated_segments`` in consecutive copies of one path segment
+    sequence.
+    """
+
+    hosts_allow: frozenset[str]
+    domains_allow: frozenset[str]
+    schemes: frozenset[str]
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...]
+    max_depth: int
+    max_urls_per_host: int
+    max_query_params: int
+    traps: TrapConfig
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ScopeConfig":
+        """Build from the ``urlfilters.*`` keys and ``frontier.max.urls.per.host``.
+
+        Raises:
+            ConfigError: naming the key, for a regular expression that does
+                not compile, a domain that is a public suffix (``co.uk`` would
+                admit a whole country), a limit below -1, or a trap limit out
+                of range (:meth:`squall.policy.traps.TrapConfig.from_settings`).
+        """
+        domains = frozenset(_host_name(d) for d in settings["urlfilters.domains.allow"])
+        for domain in sorted(domains):
+            if is_public_suffix(domain):
+                raise ConfigError("urlfilters.domains.allow", f"{domain!r} is a public suffix, not a domain")
+        limits = {}
+        for key in ("urlfilters.max.depth", "frontier.max.urls.per.host", "urlfilters.max.query.params"):
+            limits[key] = int(settings[key])
+            if limits[key] < -1:
+                raise ConfigError(key, f"must be -1 (unlimited) or at least 0, got {limits[key]}")
+        return cls(
+            hosts_allow=frozenset(_host_name(h) for h in settings["urlfilters.hosts.allow"]),
+            domains_allow=domains,
+            schemes=frozenset(str(s).lower() for s in settings["urlfilters.schemes"]),
+            include=_patterns(settings, "urlfilters.regex.include"),
+            exclude=_patterns(settings, "urlfilters.regex.exclude"),
+            max_depth=limits["urlfilters.max.depth"],
+            max_urls_per_host=limits["frontier.max.urls.per.host"],
+            max_query_params=limits["urlfilters.max.query.params"],
+            traps=TrapConfig.from_settings(settings),
+        )
+
+
+def _host_name(name: Any) -> str:
+    """A configured host or domain as canonical URLs spell it: lower case, punycode, no trailing dot."""
+    text = str(name).strip().lower().rstrip(".")
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text.isascii():
+        try:
+            text = idna_host(text)   # IDNA 2008 / UTS 46, as canonical URLs spell hosts
+        except InvalidURL:
+            pass
+    return text
+
+
+def _patterns(settings: Mapping[str, Any], key: str) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in settings[key]:
+        try:
+            compiled.append(re.compile(str(pattern)))
+        except re.error as exc:
+            raise ConfigError(key, f"bad regular expression {pattern!r}: {exc}") from None
+    return tuple(compiled)
+
+
+def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, config: ScopeConfig) -> Reason | None:
+    """Why a canonical ``url`` is refused, or ``None`` when it is admitted.
+
+    ``depth`` is hops from the seed (0 for a seed); ``host_seeded`` says a
+    seed had this host (the scope when both allow lists are empty);
+    ``host_url_count`` is how many URLs of this host the frontier already
+    holds. Checks run cheapest and most permanent first, the host cap last.
+
+    Returns:
+        ``URL_SCHEME`` / ``URL_HOST`` for a URL that is not canonical http(s)
+        with a host; ``SCOPE_HOST``; ``SCOPE_REGEX``; ``TRAP_DEPTH`` when
+        ``depth > max_depth``; ``TRAP_QUERY_PARAMS`` when the query has more
+        than ``max_query_params`` parameters; ``TRAP_REPEATED_QUERY_PARAM``,
+        ``TRAP_REPEATED_SEGMENTS``, ``TRAP_REPEATED_RUN``, ``TRAP_HOST_SEGMENT``
+        (see :mod:`squall.policy.traps`); ``TRAP_HOST_CAP`` when ``host_url_count >=
+        max_urls_per_host``. Never raises for a bad URL.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST
+    reason = _form(parts.scheme, host, config)
+    if reason is not None:
+        return reason
+    assert host is not None  # _form refuses a URL without a host
+    if not _host_in_scope(host, host_seeded, config):
+        return Reason.SCOPE_HOST
+    reason = _regex(url, config) or _depth(depth, config) or _shape(url, parts.query, config)
+    if reason is not None:
+        return reason
+    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
+        return Reason.TRAP_HOST_CAP
+    return None
+
+
+def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
+    """The checks of :func:`check` that need nothing of the URL's host record, or ``None``.
+
+    Scheme and host form, the include/exclude expressions, depth, query
+    parameters and the URL-shape guards of :mod:`squall.policy.traps`: a URL they
+    refuse is refused whatever its host, so the parse step applies them
+    before sending an outlink (issue 7: no out-of-scope link through Kafka).
+    When :func:`check` would refuse a URL for its host first
+    (``SCOPE_HOST``), this one may name another reason. Never raises for a
+    bad URL.
+    """
+    before, after = _verdict(url, config)
+    return before or _depth(depth, config) or after
+
+
+class LinkJudge:
+    """:func:`check_link` for one ``config``, with what does not depend on the depth memoized per URL.
+
+    The parse step judges every link of every page, and most links are
+    rediscoveries: the scheme, host form, expressions, query and URL-shape
+    guards are computed once per URL (bounded by ``max_entries``, oldest
+    first; thread-safe), the depth limit on each call.
+    """
+
+    def __init__(self, config: ScopeConfig, max_entries: int = 65536) -> None:
+        self.config = config
+        self._memo: BoundedMemo[str, tuple[Reason | None, Reason | None]] = BoundedMemo(max_entries)
+
+    def __call__(self, url: str, depth: int) -> Reason | None:
+        """``check_link(url, depth=depth, config=self.config)``."""
+        verdict = self._memo.get(url)
+        if verdict is None:
+            verdict = _verdict(url, self.config)
+            self._memo.put(url, verdict)
+        before, after = verdict
+        return before or _depth(depth, self.config) or after
+
+
+def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
+                   canonical: Callable[[str], str], mode: str, partitions: int,
+                   judge: Callable[[str, int], Reason | None]) -> list[StatusMessage]:
+    """DISCOVERED messages for the outlinks of one page: one message per Kafka partition, not one per link.
+
+    ``links``: absolute URLs as found, in document order; ``canonical``: the
+    canonicalizer (:class:`squall.policy.urls.CanonicalCache`), raising
+    :class:`InvalidURL` for a link that is not crawlable (such a link is
+    dropped, as are repeats and ``page_url`` itself); ``depth``: the links'
+    depth (the page's + 1); ``metadata``: what ``metadata.transfer`` passes
+    on; ``mode``: ``partition.url.mode``; ``partitions``:
+    ``topology.partitions`` (a link goes to :func:`partition_for_key` of its
+    key, as every message keyed by it does); ``judge``: (URL, depth) → the
+    reason :func:`check_link` gives (:class:`LinkJudge`).
+
+    Each message carries, for one partition (in order of first appearance):
+    the links ``judge`` admits, as ``url`` then ``more_urls``, and the count
+    of the refused ones per key and reason in ``rejected``. A partition whose
+    every link is refused still gets one message: its ``url`` is the first
+    refused link, left out of ``rejected`` — the status updater checks it
+    itself and counts it then, unless the URL is already known — so every
+    refusal is counted on its host's record, with no message per refused link.
+    """
+    admitted: dict[int, list[str]] = {}
+    refused: dict[int, list[tuple[str, str, Reason]]] = {}
+    seen = {page_url}
+    for link in links:
+        try:
+            url = canonical(link)
+            key = partition_key(url, mode)
+        except InvalidURL:
+            continue  # mailto:, javascript:, malformed, too long: not crawlable links
+        if url in seen:
+            continue
+        seen.add(url)
+        partition = partition_for_key(key, partitions)
+        urls = admitted.setdefault(partition, [])
+        reason = judge(url, depth)
+        if reason is None:
+            urls.append(url)
+        else:
+            refused.setdefault(partition, []).append((url, key, reason))
+    out: list[StatusMessage] = []
+    for partition, urls in admitted.items():
+        no = refused.get(partition, [])
+        if not urls:
+            urls, no = [no[0][0]], no[1:]
+        counts: dict[str, dict[str, int]] = {}
+        for _, key, reason in no:
+            per_key = counts.setdefault(key, {})
+            per_key[reason.value] = per_key.get(reason.value, 0) + 1
+        out.append(StatusMessage(url=urls[0], depth=depth, metadata=metadata, more_urls=urls[1:], rejected=counts))
+    return out
+
+
+def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
+    if scheme.lower() not in config.schemes:
+        return Reason.URL_SCHEME
+    if not host:
+        return Reason.URL_HOST
+    return None
+
+
+def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None]:
+    """check_link's depth-independent reasons: (before the depth limit, after it) in check's order."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return Reason.URL_HOST, None
+    before = _form(parts.scheme, host, config) or _regex(url, config)
+    return before, None if before is not None else _shape(url, parts.query, config)
+
+
+def _regex(url: str, config: ScopeConfig) -> Reason | None:
+    if config.include and not any(p.search(url) for p in config.include):
+        return Reason.SCOPE_REGEX
+    if any(p.search(url) for p in config.exclude):
+        return Reason.SCOPE_REGEX
+    return None
+
+
+def _depth(depth: int, config: ScopeConfig) -> Reason | None:
+    return Reason.TRAP_DEPTH if config.max_depth != -1 and depth > config.max_depth else None
+
+
+def _shape(url: str, query: str, config: ScopeConfig) -> Reason | None:
+    """The query-parameter count, then the URL-shape guards of :mod:`squall.policy.traps`."""
+    if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
+        return Reason.TRAP_QUERY_PARAMS
+    return check_url(url, config.traps)
+
+
+def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:
+    """Host allowed by name, by a domain above it, or (no allow lists) by having been seeded."""
+    if not config.hosts_allow and not config.domains_allow:
+        return host_seeded
+    host = host.rstrip(".")
+    if host in config.hosts_allow:
+        return True
+    if not config.domains_allow or _is_ip(host):
+        return False
+    labels = host.split(".")
+    # "a.b.example.com" is below any of "a.b.example.com", "b.example.com", "example.com", "com"
+    return any(".".join(labels[i:]) in config.domains_allow for i in range(len(labels)))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _query_params(query: str) -> int:
+    return sum(1 for pair in query.split("&") if pair)

@@ -1,0 +1,547 @@
+"""Sitemaps: which sitemap URLs a host offers, reading one sitemap's bytes, and what enters the frontier.
+
+Pure (no I/O, no Faust, no clock: ``now_s`` is passed in). A sitemap is an
+ordinary URL of the frontier carrying the metadata marker ``isSitemap=true``
+(StormCrawler's SiteMapParserBolt ``isSitemap``), so every sitemap fetch is a
+paced request of its host through the fetch queues; only the parse step
+differs: :func:`read_sitemap` instead of the HTML parser.
+
+Sources of the rules:
+
+* sitemaps.org protocol 0.9: ``<urlset>`` of ``<url>`` (``loc``, ``lastmod``
+  in W3C Datetime, ``changefreq``, ``priority`` 0.0–1.0, default 0.5),
+  ``<sitemapindex>`` of ``<sitemap>`` (``loc``, ``lastmod``), a plain text
+  file of one URL a line, an RSS 2.0 or Atom 0.3/1.0 feed (the protocol
+  accepts them: item/entry link, pubDate/updated as lastmod), any of them
+  gzip-compressed; at most 50 000 URLs and 50 MB uncompressed per file
+  (``sitemap.max.urls``; the size is ``http.content.limit``).
+* RFC 9309 §2.2.4: ``Sitemap:`` lines of robots.txt are not part of any group
+  (Protego exposes them); a relative one is resolved against robots.txt.
+* StormCrawler keys ``sitemap.discovery`` and
+  ``sitemap.filter.hours.since.modified``.
+
+XML is read by defusedxml's iterparse (expat without entity expansion or
+external references: a billion-laughs or XXE sitemap is ``sitemap.malformed``,
+never expanded), streaming, so a 50 000-entry file never builds a tree.
+Errors are a :class:`~squall.policy.records.Reason` on the document, never an
+exception: ``sitemap.malformed`` (not XML, broken XML, bad gzip, empty),
+``sitemap.wrong_type`` (an HTML answer, or XML whose root is not
+``urlset``, ``sitemapindex``, ``rss`` or ``feed``), ``sitemap.too_big`` (the body, or its
+gunzipped form, passed ``http.content.limit``). Entries read before an error
+are kept (a sitemap cut short still lists its first URLs).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import io
+import math
+import re
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import iterparse
+from protego import Protego
+
+from squall.errors import ConfigError, InvalidURL
+from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.urls import NormalizerConfig, canonicalize
+
+__all__ = [
+    "SITEMAP_KEY", "LEVEL_KEY", "SitemapConfig", "SitemapEntry", "SitemapDocument", "is_marked",
+    "read_sitemap", "gunzip_limited", "robots_sitemaps", "discovery_urls", "discovery_statuses",
+    "listed_statuses", "judge_entries", "settle_status", "record_priority", "changefreq_interval_s", "parse_w3c_datetime", "lastmod_of",
+]
+
+SITEMAP_KEY = "isSitemap"          # StormCrawler's marker: this URL is read as a sitemap
+LEVEL_KEY = "sitemap.level"        # index nesting: 0 for a sitemap found in robots.txt or at the default path
+LASTMOD_KEY = "sitemap.lastmod"    # on a listed URL: its <lastmod>, ISO 8601 UTC
+CHANGEFREQ_KEY = "sitemap.changefreq"
+PRIORITY_KEY = "sitemap.priority"
+ERROR_KEY = "parse.sitemap.error"  # on the sitemap's own record: why it is broken
+SITEMAP_PRIORITY = 2               # a sitemap goes before its host's other due URLs (seeds are 1, links 0)
+DEFAULT_ENTRY_PRIORITY = 0.5       # sitemaps.org: <priority> when absent
+MAX_FUTURE_LASTMOD_S = 86400.0     # a <lastmod> more than a day ahead of the clock is ignored (bogus)
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_LINK_SCHEMES = frozenset({"http", "https"})
+# changefreq → revisit interval (seconds); "never" = archived, not revisited (None)
+_CHANGEFREQ_S: dict[str, float | None] = {
+    "always": 3600.0, "hourly": 3600.0, "daily": 86400.0, "weekly": 7 * 86400.0,
+    "monthly": 30 * 86400.0, "yearly": 365 * 86400.0, "never": None,
+}
+# root element → (document kind, entry element, depth of the entries' parent)
+_ROOTS: dict[str, tuple[str, str, int]] = {
+    "urlset": ("urlset", "url", 1), "sitemapindex": ("index", "sitemap", 1),
+    "rss": ("feed", "item", 2), "feed": ("feed", "entry", 1),   # RSS 2.0 <rss><channel><item>, Atom <feed><entry>
+}
+_YEAR = re.compile(r"\d{4}")
+_YEAR_MONTH = re.compile(r"\d{4}-\d{2}")
+
+
+@dataclass(frozen=True)
+class SitemapConfig:
+    """Sitemap settings.
+
+    ``discovery``: robots.txt ``Sitemap:`` lines enter the frontier
+    (``sitemap.discovery``). ``default_path``: path tried on a seeded host
+    whose robots.txt lists none (``sitemap.default.path``; "" = off).
+    ``max_urls``: entries read from one sitemap (``sitemap.max.urls``).
+    ``max_nesting``: index levels followed (``sitemap.max.nesting``: a child
+    of level > max_nesting is dropped). ``content_limit``: decoded bytes of
+    a gunzipped sitemap kept, -1 = no limit (``http.content.limit``).
+    ``max_age_s``: entries whose lastmod is older than this are dropped, None
+    = keep all (``sitemap.filter.hours.since.modified``, hours → seconds).
+    """
+
+    discovery: bool
+    default_path: str
+    max_urls: int
+    max_nesting: int
+    content_limit: int
+    max_age_s: float | None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "SitemapConfig":
+        """Read the ``sitemap.*`` keys and ``http.content.limit``.
+
+        Raises:
+            ConfigError: naming the key, for a default path not starting with
+                ``/``, ``sitemap.max.urls`` below 1, ``sitemap.max.nesting``
+                below 0, or ``sitemap.filter.hours.since.modified`` below -1.
+        """
+        path = str(settings["sitemap.default.path"])
+        if path and not path.startswith("/"):
+            raise ConfigError("sitemap.default.path", f"must be empty or start with '/', got {path!r}")
+        max_urls = int(settings["sitemap.max.urls"])
+        if max_urls < 1:
+            raise ConfigError("sitemap.max.urls", f"must be at least 1, got {max_urls}")
+        nesting = int(settings["sitemap.max.nesting"])
+        if nesting < 0:
+            raise ConfigError("sitemap.max.nesting", f"must be at least 0, got {nesting}")
+        hours = int(settings["sitemap.filter.hours.since.modified"])
+        if hours < -1:
+            raise ConfigError("sitemap.filter.hours.since.modified", f"must be -1 (off) or >= 0, got {hours}")
+        return cls(discovery=bool(settings["sitemap.discovery"]), default_path=path, max_urls=max_urls,
+                   max_nesting=nesting, content_limit=int(settings["http.content.limit"]),
+                   max_age_s=None if hours == -1 else hours * 3600.0)
+
+
+@dataclass(frozen=True)
+class SitemapEntry:
+    """One ``<url>`` / ``<sitemap>`` / text line: ``loc`` as written (stripped), lastmod in Unix seconds."""
+
+    loc: str
+    lastmod_s: float | None = None
+    changefreq: str | None = None
+    priority: float | None = None
+
+
+@dataclass(frozen=True)
+class SitemapDocument:
+    """What one sitemap file holds.
+
+    ``kind``: ``"urlset"``, ``"index"`` (entries are child sitemaps),
+    ``"text"``, ``"feed"`` (RSS or Atom), or None when unreadable. ``entries``: at most ``max_urls``,
+    in document order. ``dropped``: entries beyond ``max_urls`` or without a
+    usable ``loc``. ``error``: a ``sitemap.*`` reason or None.
+    """
+
+    kind: str | None
+    entries: tuple[SitemapEntry, ...] = ()
+    dropped: int = 0
+    error: Reason | None = None
+
+
+def is_marked(metadata: Mapping[str, Sequence[str]]) -> bool:
+    """True when the URL's metadata marks it as a sitemap (``isSitemap=true``, case-insensitive)."""
+    return any(str(v).strip().lower() == "true" for v in metadata.get(SITEMAP_KEY, ()))
+
+
+# ---------------------------------------------------------------- reading bytes
+
+def gunzip_limited(data: bytes, limit: int) -> tuple[bytes, bool]:
+    """Gunzip one gzip member, keeping at most ``limit`` decoded bytes (-1 = no limit).
+
+    Returns ``(decoded, over)``, ``over`` True when more than ``limit`` bytes
+    would come out: decompression stops there, so a gzip bomb costs the
+    limit, not its size. Raises :class:`zlib.error` for data that is not
+    gzip or is cut inside the header.
+    """
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if limit < 0:
+        return inflater.decompress(data) + inflater.flush(), False
+    out = inflater.decompress(data, limit + 1)  # one byte past the limit tells "more"
+    return out[:limit], len(out) > limit
+
+
+def read_sitemap(body: bytes, *, content_type: str | None, truncated: bool, max_urls: int,
+                 content_limit: int) -> SitemapDocument:
+    """Read a fetched sitemap body (already decoded of its Content-Encoding); never raises.
+
+    ``content_type``: the mime type without parameters (None if absent);
+    ``truncated``: the fetch cut the body at ``http.content.limit``.
+    A body starting with the gzip magic bytes is gunzipped first (a
+    ``.xml.gz`` is usually served as ``application/gzip`` without
+    Content-Encoding), bounded by ``content_limit``. Then: first
+    non-blank character ``<`` → XML, else a text sitemap. A body served
+    as HTML is ``sitemap.wrong_type`` unless it reads as a clean XML
+    urlset, index or feed (a mislabelled sitemap).
+    """
+    too_big = truncated
+    if body[:2] == _GZIP_MAGIC:
+        try:
+            body, over = gunzip_limited(body, content_limit)
+        except zlib.error:
+            return SitemapDocument(kind=None, error=Reason.SITEMAP_MALFORMED)
+        too_big = too_big or over
+    head = body[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
+    doc = _read_xml(body, max_urls) if head.startswith(b"<") else _read_text(body, max_urls)
+    if (content_type or "").lower() in _HTML_TYPES and (doc.kind in (None, "text") or doc.error is not None):
+        # served as HTML and not a clean XML sitemap: a page, not a sitemap (a clean one is kept: servers
+        # mislabel sitemaps more often than they serve well-formed urlsets by mistake)
+        return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
+    if too_big:  # whatever broke at the cut, the cause is the size
+        return SitemapDocument(kind=doc.kind, entries=doc.entries, dropped=doc.dropped,
+                               error=Reason.SITEMAP_TOO_BIG)
+    return doc
+
+
+def _local(tag: Any) -> str:
+    """Element name without its namespace (``{ns}url`` → ``url``); lenient about missing namespaces."""
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
+
+
+def _read_xml(body: bytes, max_urls: int) -> SitemapDocument:
+    kind: str | None = None
+    item = ""
+    item_depth = 1
+    entries: list[SitemapEntry] = []
+    dropped = 0
+    depth = 0
+    root = None
+    try:
+        for event, elem in iterparse(io.BytesIO(body), events=("start", "end")):
+            if event == "start":
+                depth += 1
+                if root is None:
+                    root = elem
+                    known = _ROOTS.get(_local(elem.tag))
+                    if known is None:
+                        return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
+                    kind, item, item_depth = known
+                continue
+            depth -= 1
+            if depth != item_depth or _local(elem.tag) != item:
+                continue  # only entries at their own level (not <image:loc> and the like)
+            entry = _feed_entry(elem) if kind == "feed" else _entry(elem)
+            if entry is None or len(entries) >= max_urls:
+                dropped += 1
+            else:
+                entries.append(entry)
+            # the entry is read: let it go (streaming, bounded memory; an RSS item sits inside <channel>)
+            (root if item_depth == 1 else elem).clear()
+    except (ParseError, DefusedXmlException, ValueError):
+        return SitemapDocument(kind=kind, entries=tuple(entries), dropped=dropped, error=Reason.SITEMAP_MALFORMED)
+    if kind is None:
+        return SitemapDocument(kind=None, error=Reason.SITEMAP_MALFORMED)
+    return SitemapDocument(kind=kind, entries=tuple(entries), dropped=dropped)
+
+
+def _entry(elem: Any) -> SitemapEntry | None:
+    fields: dict[str, str] = {}
+    for child in elem:
+        name = _local(child.tag)
+        if name in ("loc", "lastmod", "changefreq", "priority") and name not in fields:
+            fields[name] = (child.text or "").strip()
+    loc = fields.get("loc", "")
+    if not loc:
+        return None
+    changefreq = fields.get("changefreq", "").lower() or None
+    return SitemapEntry(loc=loc, lastmod_s=parse_w3c_datetime(fields.get("lastmod", "")),
+                        changefreq=changefreq if changefreq in _CHANGEFREQ_S else None,
+                        priority=_priority(fields.get("priority", "")))
+
+
+def _feed_entry(elem: Any) -> SitemapEntry | None:
+    """An RSS 2.0 ``<item>`` (``link`` text, ``pubDate`` RFC 822) or an Atom ``<entry>``
+    (``link href`` with no rel or rel=alternate, ``updated`` / Atom 0.3 ``modified``)."""
+    loc = ""
+    lastmod_s: float | None = None
+    for child in elem:
+        name = _local(child.tag)
+        if name == "link" and not loc:
+            rel = (child.get("rel") or "alternate").lower()
+            loc = (child.get("href") or (child.text or "") if rel == "alternate" else "").strip()
+        elif name == "pubdate" and lastmod_s is None:
+            lastmod_s = _rfc822_s(child.text or "")
+        elif name in ("updated", "modified") and lastmod_s is None:
+            lastmod_s = parse_w3c_datetime(child.text or "")
+    return SitemapEntry(loc=loc, lastmod_s=lastmod_s) if loc else None
+
+
+def _rfc822_s(text: str) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _priority(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None  # out of range or NaN: as if absent
+
+
+def _read_text(body: bytes, max_urls: int) -> SitemapDocument:
+    text = body.decode("utf-8", errors="replace").lstrip("\ufeff")
+    entries: list[SitemapEntry] = []
+    dropped = 0
+    lines = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        lines += 1
+        if not _is_http_url(line) or len(entries) >= max_urls:
+            dropped += 1
+        else:
+            entries.append(SitemapEntry(loc=line))
+    if not entries:  # empty, or no line is a URL: nothing here is a sitemap
+        return SitemapDocument(kind=None, dropped=dropped, error=Reason.SITEMAP_MALFORMED)
+    return SitemapDocument(kind="text", entries=tuple(entries), dropped=dropped)
+
+
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return False
+    return parts.scheme.lower() in _LINK_SCHEMES and bool(parts.netloc) and " " not in text
+
+
+def parse_w3c_datetime(text: str) -> float | None:
+    """Unix seconds of a W3C Datetime (``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, with time and zone); None if bad.
+
+    A value without a zone is taken as UTC (the profile requires one with a time).
+    """
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        if _YEAR.fullmatch(text):
+            moment = datetime(int(text), 1, 1)
+        elif _YEAR_MONTH.fullmatch(text):
+            moment = datetime(int(text[:4]), int(text[5:7]), 1)
+        else:
+            moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- where sitemaps come from
+
+def robots_sitemaps(robots_text: str, robots_url: str) -> list[str]:
+    """Absolute URLs of the ``Sitemap:`` lines of a robots.txt text, in order, without duplicates.
+
+    Protego finds the lines (any group position, RFC 9309 §2.2.4); a
+    relative value is resolved against ``robots_url``. Never raises.
+    """
+    out: list[str] = []
+    try:
+        listed = list(Protego.parse(robots_text).sitemaps)
+    except Exception:  # Protego is lenient; a hostile text still must not stop the fetcher
+        return out
+    for value in listed:
+        try:
+            absolute = urljoin(robots_url, str(value).strip())
+        except ValueError:
+            continue
+        if _is_http_url(absolute) and absolute not in out:
+            out.append(absolute)
+    return out
+
+
+def discovery_urls(robots_text: str | None, *, origin: str, host_seeded: bool, config: SitemapConfig) -> list[str]:
+    """The sitemap URLs to emit once robots.txt of ``origin`` (``scheme://host[:port]``) is known.
+
+    ``robots_text``: the decoded robots.txt, None when there is none (4xx,
+    allow/disallow all). The ``Sitemap:`` lines when ``config.discovery``;
+    else, or when it lists none, ``origin + config.default_path`` for a
+    seeded host (``host_seeded``) when a default path is set.
+    """
+    listed = robots_sitemaps(robots_text, origin + "/robots.txt") if robots_text and config.discovery else []
+    if listed:
+        return listed
+    if host_seeded and config.default_path:
+        return [origin + config.default_path]
+    return []
+
+
+def discovery_statuses(urls: Sequence[str], normalizer: NormalizerConfig) -> list[StatusMessage]:
+    """DISCOVERED messages of top-level sitemaps: marked, level 0, depth 0, priority ``SITEMAP_PRIORITY``.
+
+    Depth 0: a sitemap a host offers is no hop of links from a seed. An
+    unusable URL (invalid, see :func:`squall.policy.urls.canonicalize`) is skipped.
+    """
+    out: list[StatusMessage] = []
+    for url in urls:
+        try:
+            canonical = canonicalize(url, normalizer)
+        except InvalidURL:
+            continue
+        out.append(StatusMessage(url=canonical, depth=0, priority=SITEMAP_PRIORITY,
+                                 metadata={SITEMAP_KEY: ["true"], LEVEL_KEY: ["0"]}))
+    return out
+
+
+# ---------------------------------------------------------------- what enters the frontier
+
+def record_priority(priority: float | None) -> int:
+    """Frontier priority (higher first within a host) of a listed URL from its ``<priority>``.
+
+    ``round((p - 0.5) * 10)``: the default 0.5 (or none) is 0, like a link
+    found in a page; 1.0 is +5, 0.0 is -5.
+    """
+    p = DEFAULT_ENTRY_PRIORITY if priority is None else priority
+    return int(math.floor((p - 0.5) * 10 + 0.5))
+
+
+def changefreq_interval_s(metadata: Mapping[str, Sequence[str]]) -> tuple[bool, float | None]:
+    """``(known, interval_s)`` from a record's ``sitemap.changefreq``: always/hourly 1 h, daily 24 h,
+    weekly 7 d, monthly 30 d, yearly 365 d, never → (True, None) (no revisit); absent or unknown → (False, None)."""
+    values = metadata.get(CHANGEFREQ_KEY) or ()
+    freq = str(values[0]).lower() if values else ""
+    if freq not in _CHANGEFREQ_S:
+        return False, None
+    return True, _CHANGEFREQ_S[freq]
+
+
+def _level(metadata: Mapping[str, Sequence[str]]) -> int:
+    try:
+        return max(0, int((metadata.get(LEVEL_KEY) or ["0"])[0]))
+    except (TypeError, ValueError):
+        return 0
+
+
+def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
+                  inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
+                  normalizer: NormalizerConfig) -> Iterator[tuple[str, StatusMessage | str]]:
+    """``(loc, message or refusal reason)`` for each entry of ``doc``, in order; see :func:`listed_statuses`.
+
+    A refusal is ``url.*`` (from :func:`squall.policy.urls.canonicalize`),
+    ``sitemap.duplicate``, ``sitemap.too_old`` or ``sitemap.too_deep``.
+    """
+    child_level = _level(metadata) + 1
+    seen: set[str] = {sitemap_url}
+    for entry in doc.entries:
+        try:
+            absolute = entry.loc if entry.loc[:8].lower().startswith(("http://", "https://")) else urljoin(
+                sitemap_url, entry.loc)  # sitemaps.org wants absolute locs; urljoin only for the others
+            url = canonicalize(absolute, normalizer)
+        except InvalidURL as exc:
+            yield entry.loc, exc.reason
+            continue
+        except ValueError:
+            yield entry.loc, Reason.URL_MALFORMED.value
+            continue
+        if url in seen:
+            yield entry.loc, Reason.SITEMAP_DUPLICATE.value
+            continue
+        seen.add(url)
+        if doc.kind == "index":
+            if child_level > config.max_nesting:
+                yield entry.loc, Reason.SITEMAP_TOO_DEEP.value
+                continue
+            yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY, metadata={
+                **inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]})
+            continue
+        lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
+        if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
+            yield entry.loc, Reason.SITEMAP_TOO_OLD.value
+            continue
+        meta = dict(inherited)
+        if lastmod is not None:
+            meta[LASTMOD_KEY] = [_iso(lastmod)]
+        if entry.changefreq:
+            meta[CHANGEFREQ_KEY] = [entry.changefreq]
+        if entry.priority is not None:
+            meta[PRIORITY_KEY] = [f"{entry.priority:g}"]
+        yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=record_priority(entry.priority), metadata=meta)
+
+
+def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
+                    inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
+                    normalizer: NormalizerConfig) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+    """(metadata recorded on the sitemap, DISCOVERED messages) of one read sitemap.
+
+    ``sitemap_url``: the canonical URL of the sitemap (base of relative
+    locs); ``metadata``: its own (its ``sitemap.level``); ``inherited``:
+    what ``metadata.transfer`` passes to what it lists.
+
+    * urlset / text / feed: each canonical URL at ``depth + 1`` with
+      ``sitemap.lastmod`` (ISO UTC; a lastmod more than a day in the future
+      is ignored), ``sitemap.changefreq``, ``sitemap.priority`` and the
+      frontier priority of :func:`record_priority`; an entry older than
+      ``config.max_age_s`` is dropped.
+    * index: each child as a marked sitemap at ``depth + 1``, level + 1,
+      priority ``SITEMAP_PRIORITY``; all dropped when level + 1 exceeds
+      ``config.max_nesting``.
+
+    Recorded (``parse.*``, persisted by default): ``parse.sitemap.kind``,
+    ``parse.sitemap.urls`` (messages made), ``parse.sitemap.dropped``
+    (over ``max_urls``, no loc, invalid URL, too old, too deep; duplicates
+    are not counted) and ``parse.sitemap.error`` (the reason, see
+    :func:`settle_status`).
+    """
+    dropped = doc.dropped
+    out: list[StatusMessage] = []
+    for _, verdict in judge_entries(doc, sitemap_url=sitemap_url, depth=depth, metadata=metadata,
+                                    inherited=inherited, now_s=now_s, config=config, normalizer=normalizer):
+        if isinstance(verdict, StatusMessage):
+            out.append(verdict)
+        elif verdict != Reason.SITEMAP_DUPLICATE.value:
+            dropped += 1
+    recorded = {"parse.sitemap.kind": [doc.kind or "none"], "parse.sitemap.urls": [str(len(out))],
+                "parse.sitemap.dropped": [str(dropped)]}
+    if doc.error is not None:
+        recorded[ERROR_KEY] = [doc.error.value]
+    return recorded, out
+
+
+def settle_status(msg: StatusMessage) -> StatusMessage:
+    """A FETCHED sitemap whose metadata names a ``parse.sitemap.error`` becomes ERROR with that reason.
+
+    The HTTP fetch worked, but the sitemap is unusable: it ends with a
+    reason (StormCrawler's SiteMapParserBolt emits ERROR too); any other
+    message is returned unchanged.
+    """
+    errors = msg.metadata.get(ERROR_KEY)
+    if msg.status is not Status.FETCHED or not errors:
+        return msg
+    return replace(msg, status=Status.ERROR, reason=errors[0])
+
+
+def lastmod_of(metadata: Mapping[str, Sequence[str]]) -> float | None:
+    """Unix seconds of a message's ``sitemap.lastmod``, None when absent or bad."""
+    values = metadata.get(LASTMOD_KEY) or ()
+    return parse_w3c_datetime(str(values[0])) if values else None

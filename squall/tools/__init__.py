@@ -1,0 +1,1 @@
+"""Broker, demo, test-site and test-harness tooling."""

@@ -1,0 +1,1 @@
+"""What a running Faust worker needs besides its agents: the app, consumer fixes, data directory, logs, metrics."""

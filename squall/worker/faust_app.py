@@ -1,0 +1,53 @@
+"""squall's Faust classes: the app (its Kafka transport) and the worker (data directory, membership, logs).
+
+``topology`` declares ``app = SquallApp(..., Worker=SquallWorker)`` and sets
+``app.squall_settings``; everything here happens when ``faust -A topology
+worker`` starts a worker, never at import.
+"""
+
+from __future__ import annotations
+
+import socket
+import warnings
+
+import faust
+import faust.exceptions
+
+import squall.worker.kafka_consumer
+from squall.worker.datadir import open_datadir
+from squall.errors import DataDirError
+from squall.worker.log_filters import install_outage_filter
+from squall.worker.membership import group_instance_id
+
+
+class SquallWorker(faust.Worker):
+    """faust.Worker that chooses and locks the table directory before anything starts (squall.worker.datadir).
+
+    Not at import: ``faust -A topology --datadir DIR worker`` imports this
+    module before Faust's command line exports ``F_DATADIR``. A directory in
+    use (or not creatable) stops the worker with one line, before its banner.
+    """
+
+    def __init__(self, app: faust.App, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
+        settings = app.squall_settings
+        try:
+            path, self.datadir_lock = open_datadir(settings["topology.data.dir"])
+        except DataDirError as exc:
+            raise SystemExit(f"squall: {exc}") from None
+        with warnings.catch_warnings():  # Faust warns that the keys were read (at import) before
+            warnings.simplefilter("ignore", faust.exceptions.AlreadyConfiguredWarning)
+            app.conf.datadir = path
+            # static membership (KIP-345): a stable id per worker, unique thanks to the locked datadir
+            app.conf.consumer_group_instance_id = group_instance_id(
+                settings["kafka.group.instance.id"], socket.gethostname(), path)
+        # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
+        self.outage_filter = install_outage_filter(settings["kafka.outage.log.interval.secs"],
+                                                   settings["kafka.outage.quiet.secs"])
+        super().__init__(app, *args, **kwargs)
+
+
+class SquallApp(faust.App):
+    """faust.App on :class:`squall.worker.kafka_consumer.Transport` (commits never pass an unacknowledged offset)."""
+
+    def _new_transport(self) -> faust.types.TransportT:
+        return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)

@@ -1,0 +1,94 @@
+"""Faust's aiokafka consumer with two offset-commit fixes; the app uses it through :class:`Transport`.
+
+1. **Never commit past an unacknowledged offset** (:mod:`squall.worker.offset_commit`
+   has the analysis): the committable offset of a partition is bounded by
+   the lowest offset of that partition still read but not acknowledged.
+   faust-streaming 0.15.3 can commit over one unacknowledged offset (and over
+   any when the partition has no committed offset yet), which strands a URL
+   whose worker dies: its fetch message is never re-delivered.
+2. **Commit before a revoke forgets the acknowledgements.** Faust's
+   ``Consumer.on_partitions_revoked`` drops the revoked partitions'
+   acknowledged-but-uncommitted offsets *before* the app waits for the
+   in-flight events and commits, so every rebalance re-delivered up to one
+   commit interval (``broker_commit_interval``, 2.8 s) of already-processed
+   fetch messages to the new owner (the 62–124 re-reads seen when a worker
+   joined). Here the bookkeeping is dropped *after* the wait and its
+   commit: the new owner starts right after the last processed message.
+
+Both hooks are private Faust API (``_filter_committable_offsets`` and
+``on_partitions_revoked``), pinned by tests/unit/test_kafka_consumer.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
+from faust.transport.drivers import aiokafka as aiokafka_driver
+from faust.types import TP
+from mode import Service
+
+from squall.worker.offset_commit import committable_offset
+
+
+class Consumer(aiokafka_driver.Consumer):
+    """aiokafka-driver Consumer whose commits stop at the first unacknowledged offset."""
+
+    def _first_unacked(self) -> dict[TP, int]:
+        """Lowest unacknowledged offset per partition among the messages read (one pass)."""
+        first: dict[TP, int] = {}
+        for message in list(self._unacked_messages):
+            if not message.acked:
+                tp, offset = message.tp, message.offset
+                if tp not in first or offset < first[tp]:
+                    first[tp] = offset
+        return first
+
+    def _merge_gaps(self, tp: TP, acked: list[int]) -> None:
+        """Faust's gap handling, as in ``_new_offset``: offsets missing from the log count as acked."""
+        gap_for_tp = self._gap[tp]
+        if acked and gap_for_tp:
+            max_offset = max(acked)
+            ranges = sorted(gap_for_tp.overlap(0, max_offset), key=lambda iv: iv.begin)
+            if ranges:
+                missing = [o for iv in ranges for o in range(iv.begin, iv.end)]
+                acked.extend(missing)
+                gap_for_tp.chop(0, max(missing[-1], max_offset + 1))
+
+    def _filter_committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        first_unacked = self._first_unacked()
+        commit_offsets: dict[TP, int] = {}
+        for tp in tps:
+            acked = self._acked[tp]
+            self._merge_gaps(tp, acked)
+            acked[:] = sorted(set(acked))
+            offset, covered = committable_offset(acked, self._committed_offset[tp], first_unacked.get(tp))
+            if offset is None:
+                continue
+            self._acked_index[tp].difference_update(acked[:covered])
+            del acked[:covered]  # as Faust does: covered entries leave the list even if not newer
+            if self._should_commit(tp, offset):
+                commit_offsets[tp] = offset
+        return commit_offsets
+
+    def _new_offset(self, tp: TP) -> int | None:
+        """Faust's name for one partition's committable offset (same bound as the batch)."""
+        return self._filter_committable_offsets([tp]).get(tp)
+
+    @Service.transitions_to(CONSUMER_PARTITIONS_REVOKED)
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        """Faust's revoke, with the ack bookkeeping dropped after the app's wait-and-commit."""
+        if self._active_partitions is not None:
+            self._active_partitions.difference_update(revoked)
+        self._paused_partitions.difference_update(revoked)
+        await self._on_partitions_revoked(revoked)  # waits for in-flight events, commits them
+        for tp in revoked:
+            for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset):
+                bookkeeping.pop(tp, None)
+
+
+class Transport(aiokafka_driver.Transport):
+    """Faust's aiokafka transport with :class:`Consumer`."""
+
+    Consumer: Any = Consumer
