@@ -61,7 +61,7 @@ class ScopeConfig:
                 admit a whole country), a limit below -1, or a trap limit out
                 of range (:meth:`squall.policy.traps.TrapConfig.from_settings`).
         """
-        domains = frozenset(_host_name(d) for d in settings["urlfilters.domains.allow"])
+        domains = frozenset(host_name(d) for d in settings["urlfilters.domains.allow"])
         for domain in sorted(domains):
             if is_public_suffix(domain):
                 raise ConfigError("urlfilters.domains.allow", f"{domain!r} is a public suffix, not a domain")
@@ -71,7 +71,7 @@ class ScopeConfig:
             if limits[key] < -1:
                 raise ConfigError(key, f"must be -1 (unlimited) or at least 0, got {limits[key]}")
         return cls(
-            hosts_allow=frozenset(_host_name(h) for h in settings["urlfilters.hosts.allow"]),
+            hosts_allow=frozenset(host_name(h) for h in settings["urlfilters.hosts.allow"]),
             domains_allow=domains,
             schemes=frozenset(str(s).lower() for s in settings["urlfilters.schemes"]),
             include=_patterns(settings, "urlfilters.regex.include"),
@@ -83,7 +83,7 @@ class ScopeConfig:
         )
 
 
-def _host_name(name: Any) -> str:
+def host_name(name: Any) -> str:
     """A configured host or domain as canonical URLs spell it: lower case, punycode, no trailing dot."""
     text = str(name).strip().lower().rstrip(".")
     if text.startswith("[") and text.endswith("]"):

@@ -1,6 +1,15 @@
 """Loading the crawler configuration into one frozen, typed object.
 
-Keys are flat, dotted names (StormCrawler style). ``config/crawler-default.yaml``
+Keys are flat, dotted names (StormCrawler style). Inside squall they are read
+as attributes of :class:`Settings`: the key ``a.b.c`` is the attribute
+``a_b_c`` (``-`` also becomes ``_``, camelCase becomes snake_case, so
+``fetcher.server.delay`` and ``fetcher.server.delay.force`` are the distinct
+``fetcher_server_delay: float`` and ``fetcher_server_delay_force: bool``).
+The fields are generated from the defaults file into
+:mod:`squall.settings.fields` by ``scripts/gen_settings_fields.py``; a unit
+test fails while that file is stale, so every key has exactly one typed field
+and no default is written in code. Every check of a value, single or across
+keys, is in :mod:`squall.settings.rules`, each error naming its key. ``config/crawler-default.yaml``
 holds every key with its default; a user file (``$SQUALL_CONF``, else
 ``config/crawler-conf.yaml``) overrides some of them. Every value must have the
 type of its default (an int is accepted where a float is expected); unknown
@@ -10,6 +19,7 @@ naming the key. ``$KAFKA_BOOTSTRAP_SERVERS`` overrides ``kafka.bootstrap.servers
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +29,10 @@ from typing import Any
 import yaml
 
 from squall.errors import ConfigError
+from squall.settings.fields import SettingsFields
+
+# Dotted key → attribute name, in the order of the defaults file.
+FIELD_OF: Mapping[str, str] = MappingProxyType({f.metadata["key"]: f.name for f in dataclasses.fields(SettingsFields)})
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS_FILE = ROOT / "config" / "crawler-default.yaml"
@@ -26,33 +40,57 @@ USER_FILE = ROOT / "config" / "crawler-conf.yaml"
 PARTITION_MODES = ("byHost", "byDomain", "byIP")
 
 
-class Settings(Mapping[str, Any]):
-    """Frozen mapping of configuration key → typed value (durations in seconds)."""
+class Settings(SettingsFields, Mapping[str, Any]):
+    """The loaded configuration: frozen, typed attributes (durations in seconds), also a read-only Mapping.
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self._values = MappingProxyType(dict(values))
+    Read ``settings.fetcher_server_delay`` (typed, checked by mypy); the Mapping
+    view ``settings["fetcher.server.delay"]`` stays for callers outside squall
+    and returns the same value (a list key as a fresh ``list``). Build one with
+    :func:`load_settings`, :meth:`with_overrides` or :meth:`from_values`;
+    every value has passed :func:`squall.settings.rules.validate`.
+    """
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> "Settings":
+        """Build from a complete dotted-key mapping (no check: callers validate first).
+
+        Raises:
+            ConfigError: a key missing from or unknown to the defaults file.
+        """
+        missing = set(FIELD_OF) - set(values)
+        if missing:
+            raise ConfigError(min(missing), "missing configuration key")
+        unknown = set(values) - set(FIELD_OF)
+        if unknown:
+            raise ConfigError(min(unknown), "unknown configuration key")
+        return cls(**{FIELD_OF[key]: tuple(v) if isinstance(v, list) else v for key, v in values.items()})
 
     def __getitem__(self, key: str) -> Any:
         try:
-            return self._values[key]
+            value = getattr(self, FIELD_OF[key])
         except KeyError:
             raise ConfigError(key, "unknown configuration key") from None
+        return list(value) if isinstance(value, tuple) else value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
+        return iter(FIELD_OF)
 
     def __len__(self) -> int:
-        return len(self._values)
+        return len(FIELD_OF)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Settings":
-        """Return a new validated Settings with ``overrides`` applied."""
-        return Settings(_validated(_merge(dict(self._values), overrides, "overrides")))
+        """Return a new validated Settings with ``overrides`` (dotted keys) applied.
+
+        Raises:
+            ConfigError: as :func:`load_settings`.
+        """
+        return _validated(_merge(dict(self), overrides, "overrides"))
 
     @property
     def user_agent(self) -> str:
         """The User-Agent header: ``name/version (+url; email)``."""
-        ua = f"{self['http.agent.name']}/{self['http.agent.version']}"
-        extra = "; ".join(x for x in (self["http.agent.url"] and "+" + self["http.agent.url"], self["http.agent.email"]) if x)
+        ua = f"{self.http_agent_name}/{self.http_agent_version}"
+        extra = "; ".join(x for x in (self.http_agent_url and "+" + self.http_agent_url, self.http_agent_email) if x)
         return f"{ua} ({extra})" if extra else ua
 
 
@@ -88,11 +126,12 @@ def _merge(base: dict[str, Any], overrides: Mapping[str, Any], origin: str) -> d
     return base
 
 
-def _validated(values: dict[str, Any]) -> dict[str, Any]:
-    from squall.settings import rules as config_rules
+def _validated(values: dict[str, Any]) -> "Settings":
+    from squall.settings import rules
 
-    config_rules.validate(values)
-    return values
+    settings = Settings.from_values(values)
+    rules.validate(settings)
+    return settings
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
@@ -121,4 +160,4 @@ def load_settings(path: str | os.PathLike[str] | None = None, overrides: Mapping
     env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if env:
         values["kafka.bootstrap.servers"] = env
-    return Settings(_validated(values))
+    return _validated(values)

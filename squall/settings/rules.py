@@ -1,10 +1,31 @@
-"""Cross-key configuration rules checked once at start (fail fast, key named).
+"""Every check of a configuration value, run once at start (fail fast, key named).
 
-Single-key type checks live in :mod:`squall.settings`; this module holds the
-rules that relate keys to each other, with their sources:
+Single-key *type* checks are done while merging (:mod:`squall.settings`);
+this module holds every range, choice and cross-key rule, each raising
+:class:`squall.errors.ConfigError` with the key (``ConfigError(key, why)``),
+so the policy configs built from settings (``RobotsConfig``, ``HttpConfig``,
+``BackoffConfig``, ...) only copy attributes. The range rules are tables keyed
+by the dotted key, so the key an error names is the key checked. Rules and
+their sources:
 
-* ``partition.url.mode`` is one of byHost, byDomain, byIP; byIP's cache
-  keys are in range (:meth:`squall.policy.address_key.AddressConfig.from_settings`).
+* Numeric ranges: delays and timeouts are not negative, counts are positive;
+  ``-1`` means "no limit" where the defaults file says so.
+* ``http.timeout.*`` are positive; ``http.robots.cache.ttl.secs`` is in
+  (0, 86400] (RFC 9309 §2.4); ``http.robots.retry.max.secs`` is not below
+  ``http.robots.retry.base.secs``; ``frontier.backoff.max.secs`` is not below
+  ``frontier.backoff.base.secs``.
+* ``partition.url.mode`` is one of byHost, byDomain, byIP.
+* ``http.robots.agents`` (else ``http.agent.name``) each have an RFC 9309
+  §2.2.1 product token.
+* ``urlfilters.regex.*`` compile; ``urlfilters.domains.allow`` holds no public
+  suffix (``co.uk`` would admit a whole country).
+* ``http.private.networks.allow`` entries are CIDRs and ``http.resolve``
+  entries ``host:port:address`` pinned once
+  (:meth:`squall.policy.netsafety.NetworkPolicy.from_settings` parses them and
+  names the key).
+* ``render.resources.skip`` names Playwright resource types, never ``document``;
+  ``sitemap.default.path`` is empty or starts with ``/``.
+* ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
 * Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
   configuration contract) needs ``partition.url.mode: byHost``,
   ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
@@ -16,71 +37,136 @@ rules that relate keys to each other, with their sources:
   the same worker and both apply the one pace model (:mod:`squall.policy.pace`,
   frontier robots delay included) to every URL, however many were handed out
   ahead, so that check protects nothing and is gone.
-* ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
-* Numeric ranges: delays and timeouts are not negative, counts are positive.
-* ``sitemap.*`` ranges (:meth:`squall.policy.sitemaps.SitemapConfig.from_settings`).
-* ``render.*``: :meth:`squall.policy.render_policy.RenderConfig.from_settings` (ranges, resource type names).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import math
+import re
+from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
-from squall.worker.membership import check_template
 from squall.policy.metadata import key_matches
+from squall.worker.membership import check_template
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 ROBOTS_DELAY_KEY = "robots.crawl.delay"
 
-
-def validate(values: Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming the first key that breaks a rule."""
-    check_template(values["kafka.group.instance.id"])
-    from squall.policy.address_key import AddressConfig
-    from squall.policy.partition import validate_mode
-
-    validate_mode(values["partition.url.mode"])
-    AddressConfig.from_settings(values)  # raises ConfigError naming a partition.ip.cache.* key out of range
-    for key in ("fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay",
-                "http.timeout.connect", "http.timeout.read", "http.timeout.total",
-                "frontier.backoff.base.secs", "frontier.backoff.max.secs", "frontier.tick.interval.secs",
-                "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
-                "frontier.handout.lead.secs", "audit.tolerance.secs", "metrics.hosts.top"):
-        if values[key] < 0:
-            raise ConfigError(key, f"must not be negative, got {values[key]}")
-    for key in ("topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue",
-                "frontier.max.urls.per.bucket", "max.fetch.errors", "http.redirect.max",
-                "topology.replication.factor", "fetcher.server.burst", "topology.web.port",
-                "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls"):
-        if values[key] < 1:
-            raise ConfigError(key, f"must be at least 1, got {values[key]}")
-    if values["frontier.retry.after.max.secs"] <= 0:
-        raise ConfigError("frontier.retry.after.max.secs", "must be positive")
-    if values["max.rate.limits"] == 0 or values["max.rate.limits"] < -1:
-        raise ConfigError("max.rate.limits", f"must be at least 1, or -1 for never, got {values['max.rate.limits']}")
-    for key in ("kafka.session.timeout.secs", "kafka.outage.log.interval.secs", "kafka.outage.quiet.secs"):
-        if values[key] <= 0:
-            raise ConfigError(key, "must be positive")
-    if values["frontier.robots.crawl.delay.enabled"]:
-        _validate_robots_pacing(values)
-    from squall.policy.sitemaps import SitemapConfig
-
-    SitemapConfig.from_settings(values)  # raises ConfigError naming a sitemap.* key out of range
-    from squall.policy.render_policy import RenderConfig  # here: settings loading must not import the parser eagerly
-
-    RenderConfig.from_settings(values)
+# Durations (s) and counts that may be 0 but not negative.
+NOT_NEGATIVE = (
+    "fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay", "frontier.backoff.base.secs",
+    "frontier.backoff.max.secs", "frontier.backoff.ttl.secs", "frontier.tick.interval.secs",
+    "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
+    "frontier.handout.lead.secs", "audit.tolerance.secs", "metrics.hosts.top", "http.robots.refresh.ahead.secs",
+    "http.robots.unreachable.grace.secs", "render.max.requests", "render.shell.max.links", "render.shell.max.text",
+    "render.cache.size", "render.cache.ttl.secs", "kafka.producer.linger.secs",
+)
+# Durations (s) that must be > 0.
+POSITIVE = (
+    "http.timeout.connect", "http.timeout.read", "http.timeout.total", "http.robots.retry.base.secs",
+    "frontier.retry.after.max.secs", "kafka.session.timeout.secs", "kafka.outage.log.interval.secs",
+    "kafka.outage.quiet.secs", "partition.ip.cache.secs", "render.timeout", "render.idle.secs",
+    "frontier.tick.resend.secs", "fetcher.queue.full.retry.secs", "http.header.limit",
+)
+# Counts that must be at least 1.
+AT_LEAST_ONE = (
+    "topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue", "frontier.max.urls.per.bucket",
+    "max.fetch.errors", "http.redirect.max", "topology.replication.factor", "fetcher.server.burst",
+    "topology.web.port", "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls",
+    "frontier.robots.delay.max.secs", "partition.ip.cache.size", "sitemap.max.urls", "render.pool.size",
+    "urlfilters.max.repeated.segments", "urlfilters.max.length", "parser.title.max.chars",
+)
+# Limits where -1 means "none" and otherwise at least 0.
+MINUS_ONE_OR_NOT_NEGATIVE = (
+    "http.content.limit", "urlfilters.max.depth", "frontier.max.urls.per.host", "urlfilters.max.query.params",
+    "sitemap.filter.hours.since.modified", "fetcher.max.queue.size",
+)
+# Limits where -1 means "none" and otherwise at least 1.
+MINUS_ONE_OR_AT_LEAST_ONE = (
+    "max.rate.limits", "urlfilters.max.repeated.runs", "urlfilters.max.host.segments",
+    "urlfilters.max.query.param.copies",
+)
 
 
-def _validate_robots_pacing(values: Mapping[str, Any]) -> None:
+def validate(settings: Settings) -> None:
+    """Raise :class:`ConfigError` naming the first key that breaks a rule (rules in the module docstring)."""
+    _validate_ranges(settings)
+    _validate_choices(settings)
+    if settings.frontier_robots_crawl_delay_enabled:
+        _validate_robots_pacing(settings)
+
+
+def _validate_ranges(settings: Settings) -> None:
+    for key in NOT_NEGATIVE:
+        if not math.isfinite(settings[key]) or settings[key] < 0:
+            raise ConfigError(key, f"must not be negative, got {settings[key]}")
+    for key in POSITIVE:
+        if not math.isfinite(settings[key]) or settings[key] <= 0:
+            raise ConfigError(key, f"must be positive, got {settings[key]}")
+    for key in AT_LEAST_ONE:
+        if settings[key] < 1:
+            raise ConfigError(key, f"must be at least 1, got {settings[key]}")
+    for key in MINUS_ONE_OR_NOT_NEGATIVE:
+        if settings[key] < -1:
+            raise ConfigError(key, f"must be -1 (no limit) or at least 0, got {settings[key]}")
+    for key in MINUS_ONE_OR_AT_LEAST_ONE:
+        if settings[key] == 0 or settings[key] < -1:
+            raise ConfigError(key, f"must be at least 1, or -1 for no limit, got {settings[key]}")
+    if settings.sitemap_max_nesting < 0:
+        raise ConfigError("sitemap.max.nesting", f"must be at least 0, got {settings.sitemap_max_nesting}")
+    if not 0 < settings.http_robots_cache_ttl_secs <= 86400:
+        raise ConfigError("http.robots.cache.ttl.secs", "must be > 0 and at most 86400 (RFC 9309 §2.4)")
+    if settings.http_robots_retry_max_secs < settings.http_robots_retry_base_secs:
+        raise ConfigError("http.robots.retry.max.secs", "must be >= http.robots.retry.base.secs")
+    if settings.frontier_backoff_max_secs < settings.frontier_backoff_base_secs:
+        raise ConfigError("frontier.backoff.max.secs", "must be >= frontier.backoff.base.secs")
+
+
+def _validate_choices(settings: Settings) -> None:
+    from squall.policy.netsafety import NetworkPolicy
+    from squall.policy.partition import is_public_suffix, validate_mode
+    from squall.policy.render_policy import RESOURCE_TYPES  # here: settings loading must not import the parser eagerly
+    from squall.policy.robots_rules import product_token
+    from squall.policy.scope import host_name
+
+    check_template(settings.kafka_group_instance_id)
+    validate_mode(settings.partition_url_mode)
+    key = "http.robots.agents" if settings.http_robots_agents else "http.agent.name"
+    for name in settings.http_robots_agents or (settings.http_agent_name,):
+        if not product_token(name):
+            raise ConfigError(key, f"{name!r} has no product token (letters, '_' or '-'; RFC 9309 §2.2.1)")
+    for key in ("urlfilters.regex.include", "urlfilters.regex.exclude"):
+        for pattern in settings[key]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(key, f"bad regular expression {pattern!r}: {exc}") from None
+    for domain in settings.urlfilters_domains_allow:
+        if is_public_suffix(host_name(domain)):
+            raise ConfigError("urlfilters.domains.allow", f"{host_name(domain)!r} is a public suffix, not a domain")
+    NetworkPolicy.from_settings(settings)  # parses the CIDRs and pins, naming the key of a bad entry
+    skip = {t.lower() for t in settings.render_resources_skip}
+    if skip - RESOURCE_TYPES:
+        raise ConfigError("render.resources.skip", f"unknown resource types {sorted(skip - RESOURCE_TYPES)}; "
+                                                   f"known: {sorted(RESOURCE_TYPES)}")
+    if "document" in skip:
+        raise ConfigError("render.resources.skip", "'document' cannot be skipped (the page itself is one)")
+    path = settings.sitemap_default_path
+    if path and not path.startswith("/"):
+        raise ConfigError("sitemap.default.path", f"must be empty or start with '/', got {path!r}")
+
+
+def _validate_robots_pacing(settings: Settings) -> None:
     why = "is required when frontier.robots.crawl.delay.enabled is true (seed 000)"
-    if values["partition.url.mode"] != "byHost":
+    if settings.partition_url_mode != "byHost":
         raise ConfigError("partition.url.mode", f"byHost {why}")
-    if not values["fetcher.max.crawl.delay.force"]:
+    if not settings.fetcher_max_crawl_delay_force:
         raise ConfigError("fetcher.max.crawl.delay.force", f"true {why}")
-    if ROBOTS_DELAY_KEY not in values["metadata.persist"]:
+    if ROBOTS_DELAY_KEY not in settings.metadata_persist:
         raise ConfigError("metadata.persist", f"an entry {ROBOTS_DELAY_KEY!r} {why}")
-    for pattern in values["metadata.transfer"]:
+    for pattern in settings.metadata_transfer:
         if key_matches(pattern, ROBOTS_DELAY_KEY):
             raise ConfigError("metadata.transfer",
                               f"{pattern!r} matches {ROBOTS_DELAY_KEY!r}: an outlink must never inherit its parent's delay")

@@ -2,7 +2,8 @@
 
 A policy module may import the standard library's pure parts, the parsing
 libraries it is built on, ``squall.errors`` and other ``squall.policy``
-modules — never Faust, aiohttp, aiokafka, argparse, files, sockets,
+modules (and, under ``if TYPE_CHECKING:`` only, :class:`squall.settings.Settings`
+for its annotations: such an import never runs) — never Faust, aiohttp, aiokafka, argparse, files, sockets,
 processes or the clock (issue 8: "no pure-policy module imports I/O, Faust,
 argparse or reads the clock"). The clock and randomness come in as
 arguments.
@@ -36,9 +37,21 @@ FORBIDDEN_NAMES = {"open", "input", "print", "breakpoint"}
 ALLOWED_IMPORTS = {"aiokafka.partitioner"}
 
 
+def _type_only(tree: ast.Module) -> set[int]:
+    """Ids of the import nodes under ``if TYPE_CHECKING:`` (never run: annotations only)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            found.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return found
+
+
 def _imports(tree: ast.Module) -> list[str]:
     names: list[str] = []
+    type_only = _type_only(tree)
     for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -107,3 +120,10 @@ def test_the_architecture_page_names_every_module_and_no_gone_one() -> None:
 
     named = set(re.findall(r"`(?:policy|net|worker|tools|cli|settings|agents)/(\w+)`", page))
     assert named <= modules | agents, f"docs/architecture.md names gone modules: {sorted(named - modules - agents)}"
+
+
+def test_an_import_for_annotations_only_is_not_an_import(tmp_path: pathlib.Path) -> None:
+    module = tmp_path / "typed.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from squall.settings import Settings\n"
+                      "import os\n")
+    assert _violations(module) == ["imports os"]
