@@ -76,15 +76,15 @@ from topology import app, fetch_topic, settings, signals_topic, status_topic
 log = logging.getLogger("squall.fetcher")
 CONFIG = fd.FetchConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
-MODE = settings["partition.url.mode"]
+MODE = settings.partition_url_mode
 BY_IP = MODE == "byIP"
-THREADS: int = settings["fetcher.threads.number"]
-MAX_PENDING: int = settings["fetcher.max.pending.urls"]
-MAX_REDIRECTS: int = settings["http.redirect.max"]
-RATE_PER_S: float = settings["fetcher.server.rate"]
-BURST: int = settings["fetcher.server.burst"]
+THREADS: int = settings.fetcher_threads_number
+MAX_PENDING: int = settings.fetcher_max_pending_urls
+MAX_REDIRECTS: int = settings.http_redirect_max
+RATE_PER_S: float = settings.fetcher_server_rate
+BURST: int = settings.fetcher_server_burst
 RECENT_FETCH_IDS = 10_000  # finished fetch ids remembered to recognise late copies of a hand-out
-QUEUE_FULL_RETRY_S = 0.05  # a queue at fetcher.max.queue.size is offered the item again after this
+QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class FetcherRuntime:
 
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
     paces: dict[str, tuple[float, PaceState]] = field(default_factory=dict)  # key → (owned since, pace)
-    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings["http.robots.cache.lru.size"],
+    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings.http_robots_cache_lru_size,
                                                                        before_request=lambda o, h: _audit_robots(o, h)))
     http: HttpFetcher | None = None
     buckets: dict[str, TokenBucket] = field(default_factory=dict)  # optional token bucket per queue
@@ -138,8 +138,8 @@ class FetcherRuntime:
     async def start(self) -> None:
         if self.http is None:
             self.http = await HttpFetcher(HttpConfig.from_settings(settings)).__aenter__()
-            prefix = f"{settings['topology.id']}-{socket.gethostname()}-{os.getpid()}"
-            self.warc = WarcWriter(Path(settings["warc.dir"]), prefix, settings["warc.max.size"])
+            prefix = f"{settings.topology_id}-{socket.gethostname()}-{os.getpid()}"
+            self.warc = WarcWriter(Path(settings.warc_dir), prefix, settings.warc_max_size)
             asyncio.get_running_loop().create_task(self._dispatch())
 
     def pace(self, key: str, now_s: float) -> PaceState:

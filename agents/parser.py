@@ -25,11 +25,12 @@ from topology import settings
 
 JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
 # byIP keys need a DNS answer the parse step does not have: its batches then group by host name
-MODE = "byHost" if settings["partition.url.mode"] == "byIP" else settings["partition.url.mode"]
-PARTITIONS = settings["topology.partitions"]
-MIMETYPES = tuple(settings["parser.mimetypes"])
-TRANSFER = tuple(settings["metadata.transfer"])
-AGENT_TOKEN = product_token(settings["http.agent.name"])
+MODE = "byHost" if settings.partition_url_mode == "byIP" else settings.partition_url_mode
+PARTITIONS = settings.topology_partitions
+MIMETYPES = tuple(settings.parser_mimetypes)
+TRANSFER = tuple(settings.metadata_transfer)
+AGENT_TOKEN = product_token(settings.http_agent_name)
+TITLE_MAX_CHARS: int = settings.parser_title_max_chars
 
 
 def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
@@ -60,7 +61,7 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     if parsed.canonical:
         recorded["parse.canonical"] = [parsed.canonical]
     if parsed.title:
-        recorded["parse.title"] = [parsed.title[:300]]
+        recorded["parse.title"] = [parsed.title[:TITLE_MAX_CHARS]]
     if parsed.nofollow:
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)

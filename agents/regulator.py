@@ -18,7 +18,7 @@ from squall.policy.records import SignalMessage
 from topology import app, settings, signals_topic
 
 PACE = PaceConfig.from_settings(settings)
-REMEMBERED: int = settings["frontier.signals.remembered"]
+REMEMBERED: int = settings.frontier_signals_remembered
 
 
 @app.agent(signals_topic)

@@ -45,11 +45,11 @@ from topology import settings
 
 log = logging.getLogger("squall.net.render")
 CONFIG = RenderConfig.from_settings(settings)
-MODE = settings["partition.url.mode"]
+MODE = settings.partition_url_mode
 NETWORK = NetworkPolicy.from_settings(settings)
-MIMETYPES = tuple(settings["parser.mimetypes"])
-AGENT_TOKEN = product_token(settings["http.agent.name"])
-CONTENT_LIMIT: int = settings["http.content.limit"]
+MIMETYPES = tuple(settings.parser_mimetypes)
+AGENT_TOKEN = product_token(settings.http_agent_name)
+CONTENT_LIMIT: int = settings.http_content_limit
 RENDERED_TYPE = "text/html; charset=utf-8"
 
 CHROMIUM = None

@@ -15,10 +15,10 @@ from squall.policy.schedule import UrlRecord
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
-PARTITIONS: int = settings["topology.partitions"]
-INFLIGHT_TIMEOUT_S: float = settings["frontier.inflight.timeout.secs"]
-AHEAD: int = settings["frontier.handout.ahead"]
-LEAD_S: float = settings["frontier.handout.lead.secs"]
+PARTITIONS: int = settings.topology_partitions
+INFLIGHT_TIMEOUT_S: float = settings.frontier_inflight_timeout_secs
+AHEAD: int = settings.frontier_handout_ahead
+LEAD_S: float = settings.frontier_handout_lead_secs
 
 
 class WorkerState:

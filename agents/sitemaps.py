@@ -24,8 +24,8 @@ from topology import settings, status_topic
 log = logging.getLogger("squall.policy.sitemaps")
 CONFIG = SitemapConfig.from_settings(settings)
 NORMALIZER = NormalizerConfig.from_settings(settings)
-TRANSFER = tuple(settings["metadata.transfer"])
-MODE = settings["partition.url.mode"]
+TRANSFER = tuple(settings.metadata_transfer)
+MODE = settings.partition_url_mode
 
 
 async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> None:

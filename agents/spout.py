@@ -24,9 +24,9 @@ from squall.policy.schedule import UrlRecord
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.spout")
-PER_BUCKET: int = settings["frontier.max.urls.per.bucket"]
-TICK_S: float = settings["frontier.tick.interval.secs"]
-TICK_RESEND_S: float = settings["frontier.tick.resend.secs"]
+PER_BUCKET: int = settings.frontier_max_urls_per_bucket
+TICK_S: float = settings.frontier_tick_interval_secs
+TICK_RESEND_S: float = settings.frontier_tick_resend_secs
 
 
 @app.agent(ticks_topic)

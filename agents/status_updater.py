@@ -43,9 +43,9 @@ log = logging.getLogger("squall.status")
 NORMALIZER = NormalizerConfig.from_settings(settings)
 SCOPE = ScopeConfig.from_settings(settings)
 SCHEDULE = ScheduleConfig.from_settings(settings)
-MODE = settings["partition.url.mode"]
+MODE = settings.partition_url_mode
 BY_IP = MODE == "byIP"
-PERSIST = tuple(settings["metadata.persist"])
+PERSIST = tuple(settings.metadata_persist)
 
 
 @app.agent(status_topic)

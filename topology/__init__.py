@@ -48,28 +48,28 @@ try:
 except ConfigError as exc:  # a clear one-line message instead of a traceback from `faust -A topology`
     raise SystemExit(f"squall: configuration error: {exc}") from None
 
-_ID = settings["topology.id"]
-_N = settings["topology.partitions"]
+_ID = settings.topology_id
+_N = settings.topology_partitions
 
 
 app = SquallApp(
     _ID,
-    broker="kafka://" + settings["kafka.bootstrap.servers"],
+    broker="kafka://" + settings.kafka_bootstrap_servers,
     store="rocksdb://",
     # the table directory is resolved and locked when the worker starts: SquallWorker
     Worker=SquallWorker,
     topic_partitions=_N,
-    topic_replication_factor=settings["topology.replication.factor"],
+    topic_replication_factor=settings.topology_replication_factor,
     topic_allow_declare=True,
     table_standby_replicas=0,
-    broker_session_timeout=settings["kafka.session.timeout.secs"],
+    broker_session_timeout=settings.kafka_session_timeout_secs,
     # batch the many small messages of a crawl (statuses, signals, hand-outs, changelogs) into fewer
     # produce requests; the delay is hidden inside the hand-out lead (frontier.handout.lead.secs)
-    producer_linger=settings["kafka.producer.linger.secs"],
-    broker_heartbeat_interval=min(3.0, settings["kafka.session.timeout.secs"] / 3),
+    producer_linger=settings.kafka_producer_linger_secs,
+    broker_heartbeat_interval=min(3.0, settings.kafka_session_timeout_secs / 3),
     consumer_auto_offset_reset="earliest",
     # `faust worker` starts Faust's web server unless given --without-web; never on all interfaces
-    web_port=settings["topology.web.port"],
+    web_port=settings.topology_web_port,
     web_bind="127.0.0.1",
     origin="topology",
     stream_wait_empty=True,

@@ -14,9 +14,12 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squall.policy.audit import HostAudit, merge, summary, worst_first
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 def parse_records(latest: Mapping[str, Mapping[str, Any]]) -> list[HostAudit]:
@@ -30,12 +33,12 @@ def parse_records(latest: Mapping[str, Mapping[str, Any]]) -> list[HostAudit]:
     return list(merge(out).values())
 
 
-async def collect_audits(settings: Mapping[str, Any]) -> list[HostAudit]:
+async def collect_audits(settings: Settings) -> list[HostAudit]:
     """Every host's audit of ``settings``' topology (``kafka.bootstrap.servers``, ``topology.id``)."""
     from squall.cli.status import latest_records
     from squall.policy.topics import changelog_name
 
-    latest = await latest_records(settings["kafka.bootstrap.servers"], changelog_name(settings, "audit"))
+    latest = await latest_records(settings.kafka_bootstrap_servers, changelog_name(settings, "audit"))
     return parse_records(latest)
 
 
@@ -74,7 +77,7 @@ def _audit_command(args: argparse.Namespace) -> int:
     else:
         print(to_text(audits, time.time()))
         if not audits:
-            print(f"(no audit records for topology.id {settings['topology.id']!r}: nothing fetched yet?)")
+            print(f"(no audit records for topology.id {settings.topology_id!r}: nothing fetched yet?)")
     return 1 if any(a.violations for a in audits) else 0
 
 

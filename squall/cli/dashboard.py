@@ -25,7 +25,10 @@ import asyncio
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 PAGE = Path(__file__).with_name("dashboard.html")
 PROGRESS_POINTS = 60  # points of the progress curve
@@ -58,7 +61,7 @@ def progress(urls: Mapping[str, Mapping[str, Any]], now_s: float, points: int = 
     return out
 
 
-async def snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:
+async def snapshot(settings: Settings) -> dict[str, Any]:
     """What ``/api/report`` answers, read now from the broker."""
     from squall.policy.audit import summary
     from squall.cli.audit import parse_records
@@ -66,11 +69,11 @@ async def snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:
 
     records = await collect_records(settings)
     now = time.time()
-    return {"topology": settings["topology.id"], "report": report_of(records, now).to_json(), "audit": summary(parse_records(records["audit"])),
+    return {"topology": settings.topology_id, "report": report_of(records, now).to_json(), "audit": summary(parse_records(records["audit"])),
             "progress": progress(records["urls"], now)}
 
 
-def make_app(settings: Mapping[str, Any]):  # noqa: ANN201 (aiohttp.web.Application)
+def make_app(settings: Settings):  # noqa: ANN201 (aiohttp.web.Application)
     """The aiohttp application of the dashboard (one snapshot at a time, shared by concurrent requests)."""
     from aiohttp import web
 
@@ -99,7 +102,7 @@ def _dashboard_command(args: argparse.Namespace) -> int:
     from squall.settings import load_settings
 
     settings = load_settings(args.conf)
-    print(f"squall dashboard: http://127.0.0.1:{args.port}/ (topology {settings['topology.id']!r}; Ctrl-C stops)",
+    print(f"squall dashboard: http://127.0.0.1:{args.port}/ (topology {settings.topology_id!r}; Ctrl-C stops)",
           flush=True)
     web.run_app(make_app(settings), host="127.0.0.1", port=args.port, print=None)
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -22,6 +22,9 @@ from rich.text import Text
 
 from squall.policy.records import Status
 from squall.cli.status import Report, clock, collect, duration
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 TOP_ROWS = 10  # hosts per table
 
@@ -70,7 +73,7 @@ def _hosts_table(title: str, rows: list[Mapping[str, Any]]) -> Table:
     return t
 
 
-def watch(settings: Mapping[str, Any], interval_s: float = 2.0, until_idle: bool = False,
+def watch(settings: Settings, interval_s: float = 2.0, until_idle: bool = False,
           timeout_s: float = 3600.0, max_wait_s: float = 3600.0, console: Console | None = None) -> int:
     """Refresh the view every ``interval_s`` seconds until Ctrl-C (or, with ``until_idle``, until settled).
 

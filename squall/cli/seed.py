@@ -73,13 +73,13 @@ async def produce_seeds(settings, seeds: list[SeedLine],  # noqa: ANN001 (Settin
     from squall.tools.kafka_admin import ensure_topics
     from squall.policy.topics import all_topics, topic_name
 
-    bootstrap = settings["kafka.bootstrap.servers"]
-    await ensure_topics(bootstrap, all_topics(settings), settings["topology.replication.factor"])
+    bootstrap = settings.kafka_bootstrap_servers
+    await ensure_topics(bootstrap, all_topics(settings), settings.topology_replication_factor)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
         topic = topic_name(settings, "status")
-        mode = settings["partition.url.mode"]
+        mode = settings.partition_url_mode
         for n, seed in enumerate(seeds, start=1):
             assert seed.url is not None
             msg = StatusMessage(url=seed.url, seed=True, metadata=seed.metadata or {})
@@ -107,7 +107,7 @@ def _seed_command(args: argparse.Namespace) -> int:
     for s in bad:
         print(f"squall seed: line {s.lineno}: {s.error} (skipped)", file=sys.stderr)
     sent = _send_with_progress(settings, good) if good else 0
-    print(f"squall seed: {sent} URL(s) sent to {settings['topology.id']}-status, {len(bad)} line(s) rejected")
+    print(f"squall seed: {sent} URL(s) sent to {settings.topology_id}-status, {len(bad)} line(s) rejected")
     return 1 if bad else 0
 
 

@@ -93,7 +93,7 @@ def run_check(source: str, settings: Settings, *, seeded: list[str], depth: int,
         else:
             with open(source, "rb") as handle:
                 body = handle.read()
-            limit = settings["http.content.limit"]
+            limit = settings.http_content_limit
             truncated = 0 <= limit < len(body)
             body = body[:limit] if truncated else body
             content_type = content_type or next((t for suffix, t in _TYPES_BY_SUFFIX if source.endswith(suffix)),

@@ -20,10 +20,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from squall.policy.records import Status
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 WAITING_STATUSES = (Status.DISCOVERED.value,)  # rescheduled by a Retry-After, robots.txt retry or back-off
@@ -281,19 +284,19 @@ async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]
     return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
 
 
-async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:
+async def _lag(settings: Settings) -> dict[str, int]:
     from aiokafka.admin import AIOKafkaAdminClient
 
     from squall.tools.kafka_admin import end_offsets
     from squall.policy.topics import topic_name
 
-    bootstrap = settings["kafka.bootstrap.servers"]
+    bootstrap = settings.kafka_bootstrap_servers
     from aiokafka.errors import KafkaError
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         await admin.start()
-        committed = await admin.list_consumer_group_offsets(settings["topology.id"])
+        committed = await admin.list_consumer_group_offsets(settings.topology_id)
     except KafkaError:  # e.g. the group coordinator is not ready yet: unknown counts as busy
         return {"unknown": 1}
     finally:
@@ -310,13 +313,13 @@ async def _lag(settings: Mapping[str, Any]) -> dict[str, int]:
     return lag
 
 
-async def collect_records(settings: Mapping[str, Any]) -> dict[str, Any]:
+async def collect_records(settings: Settings) -> dict[str, Any]:
     """The latest table records (``urls``, ``hosts``, ``audit``, ``robots``: key → dict), ``lag`` and
     ``deadletters`` of ``settings``' topology, read from the broker."""
     from squall.tools.kafka_admin import end_offsets
     from squall.policy.topics import changelog_name, topic_name
 
-    bootstrap = settings["kafka.bootstrap.servers"]
+    bootstrap = settings.kafka_bootstrap_servers
     out: dict[str, Any] = {t: await latest_records(bootstrap, changelog_name(settings, t))
                            for t in ("urls", "hosts", "audit", "robots")}
     out["deadletters"] = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
@@ -330,12 +333,12 @@ def report_of(records: Mapping[str, Any], now_s: float) -> Report:
                         audits=records["audit"], robots=records["robots"])
 
 
-async def collect(settings: Mapping[str, Any]) -> Report:
+async def collect(settings: Settings) -> Report:
     """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
     return report_of(await collect_records(settings), time.time())
 
 
-async def wait_idle(settings: Mapping[str, Any], timeout_s: float, poll_s: float = 1.0,
+async def wait_idle(settings: Settings, timeout_s: float, poll_s: float = 1.0,
                     max_wait_s: float = 3600.0) -> Report:
     """Poll :func:`collect` until the report is settled twice in a row (or ``timeout_s`` passes).
 
@@ -368,7 +371,7 @@ def _status_command(args: argparse.Namespace) -> int:
         report = asyncio.run(collect(settings))
     print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text())
     if not report.by_status and not args.json:
-        print(f"(no URL records for topology.id {settings['topology.id']!r} at {settings['kafka.bootstrap.servers']}: "
+        print(f"(no URL records for topology.id {settings.topology_id!r} at {settings.kafka_bootstrap_servers}: "
               "nothing seeded yet, or another configuration? see $SQUALL_CONF / squall --conf)")
     if args.wait_idle and not report.settled(args.max_wait):
         print("squall status: not idle before the timeout", file=sys.stderr)

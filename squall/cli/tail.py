@@ -16,12 +16,15 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from squall.policy.topics import TABLES, TOPIC_SUFFIXES, changelog_name, topic_name
 
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
-def resolve_topic(settings: Mapping[str, Any], name: str) -> str:
+
+def resolve_topic(settings: Settings, name: str) -> str:
     """The Kafka topic ``name`` stands for (suffix, table or full name) in ``settings``' topology."""
     if name in TOPIC_SUFFIXES:
         return topic_name(settings, name)
@@ -96,7 +99,7 @@ def _tail_command(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.conf)
     topic = resolve_topic(settings, args.topic)
-    asyncio.run(follow(settings["kafka.bootstrap.servers"], topic, sys.stdout, from_beginning=args.from_beginning,
+    asyncio.run(follow(settings.kafka_bootstrap_servers, topic, sys.stdout, from_beginning=args.from_beginning,
                        max_messages=args.max, timeout_s=args.timeout, as_json=args.json))
     return 0
 

@@ -54,7 +54,7 @@ from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDict
 from yarl import URL
 
-from squall.errors import BlockedAddress, ConfigError, FetchError
+from squall.errors import BlockedAddress, FetchError
 from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.records import Reason
 from squall.settings import Settings
@@ -64,6 +64,9 @@ from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  
 if TYPE_CHECKING:
     from squall.policy.render_policy import RenderOutcome
 
+# The schemes this client speaks (aiohttp), not a configuration default:
+# urlfilters.schemes chooses what is crawled; a URL of another scheme ends ERROR url.scheme here.
+PROTOCOL_SCHEMES = frozenset({"http", "https"})
 _READ_CHUNK = 64 * 1024  # bytes asked of the stream per read; aiohttp's own buffer size
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 _NO_BODY_STATUSES = frozenset({204, 304})   # RFC 9110 §6.4.1: no content whatever the headers say
@@ -94,28 +97,15 @@ class HttpConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "HttpConfig":
-        """Read ``http.*`` keys and the user agent of ``settings``.
+        """Copy the ``http.*`` keys and the user agent of ``settings`` (checked by :mod:`squall.settings.rules`).
 
         Raises:
-            ConfigError: a limit or timeout out of range, or a bad
-                ``http.private.networks.allow`` / ``http.resolve`` entry.
+            ConfigError: a bad ``http.private.networks.allow`` / ``http.resolve`` entry (key named).
         """
-        content_limit = settings["http.content.limit"]
-        if content_limit < -1:
-            raise ConfigError("http.content.limit", "must be -1 (no limit) or a byte count >= 0")
-        header_limit = settings["http.header.limit"]
-        if header_limit <= 0:
-            raise ConfigError("http.header.limit", "must be a byte count > 0")
-        timeouts = {}
-        for name in ("connect", "read", "total"):
-            key = f"http.timeout.{name}"
-            value = float(settings[key])
-            if value <= 0:
-                raise ConfigError(key, "must be a number of seconds > 0")
-            timeouts[name] = value
-        return cls(user_agent=settings.user_agent, content_limit=content_limit, header_limit=header_limit,
-                   connect_timeout_s=timeouts["connect"], read_timeout_s=timeouts["read"],
-                   total_timeout_s=timeouts["total"], network=NetworkPolicy.from_settings(settings))
+        return cls(user_agent=settings.user_agent, content_limit=settings.http_content_limit,
+                   header_limit=settings.http_header_limit, connect_timeout_s=settings.http_timeout_connect,
+                   read_timeout_s=settings.http_timeout_read, total_timeout_s=settings.http_timeout_total,
+                   network=NetworkPolicy.from_settings(settings))
 
 
 @dataclass(frozen=True)
@@ -523,7 +513,7 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
         target = URL(url)
     except (ValueError, TypeError) as exc:
         raise FetchError(Reason.URL_MALFORMED.value, f"{url!r}: {exc}") from None
-    if target.scheme not in ("http", "https"):
+    if target.scheme not in PROTOCOL_SCHEMES:
         raise FetchError(Reason.URL_SCHEME.value, url)
     host = target.raw_host
     if not host:

@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from squall.errors import ConfigError
 from squall.policy.records import Reason
 
-TTL_KEY = "partition.ip.cache.secs"
-SIZE_KEY = "partition.ip.cache.size"
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -56,19 +55,9 @@ class AddressConfig:
     size: int
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "AddressConfig":
-        """Build from the ``partition.ip.cache.*`` keys.
-
-        Raises:
-            ConfigError: ``partition.ip.cache.secs`` not positive, or
-                ``partition.ip.cache.size`` below 1 (the key is named).
-        """
-        ttl_s, size = settings[TTL_KEY], settings[SIZE_KEY]
-        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0:
-            raise ConfigError(TTL_KEY, f"must be a number of seconds > 0, got {ttl_s!r}")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigError(SIZE_KEY, f"must be an entry count >= 1, got {size!r}")
-        return cls(ttl_s=float(ttl_s), size=size)
+    def from_settings(cls, settings: Settings) -> "AddressConfig":
+        """Copy the ``partition.ip.cache.*`` keys (checked by :mod:`squall.settings.rules`)."""
+        return cls(ttl_s=settings.partition_ip_cache_secs, size=settings.partition_ip_cache_size)
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from squall.errors import ConfigError
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # base_s * 2**attempts is computed with the exponent capped here: 2**64 times
@@ -99,18 +101,10 @@ class BackoffConfig:
             raise ValueError(f"max_s ({self.max_s}) must be >= base_s ({self.base_s})")
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "BackoffConfig":
-        """Build from loaded settings (``frontier.backoff.base.secs``, ``.max.secs``, ``.ttl.secs``).
-
-        Raises:
-            ConfigError: a value out of range, naming its key.
-        """
-        keys = {"base_s": "frontier.backoff.base.secs", "max_s": "frontier.backoff.max.secs", "ttl_s": "frontier.backoff.ttl.secs"}
-        try:
-            return cls(**{name: float(settings[key]) for name, key in keys.items()})
-        except ValueError as exc:
-            name = next((n for n in ("max_s", "base_s", "ttl_s") if str(exc).startswith(n)), "max_s")
-            raise ConfigError(keys[name], str(exc)) from exc
+    def from_settings(cls, settings: Settings) -> "BackoffConfig":
+        """Copy ``frontier.backoff.base.secs``, ``.max.secs`` and ``.ttl.secs`` (checked by :mod:`squall.settings.rules`)."""
+        return cls(base_s=settings.frontier_backoff_base_secs, max_s=settings.frontier_backoff_max_secs,
+                   ttl_s=float(settings.frontier_backoff_ttl_secs))
 
 
 @dataclass(frozen=True)

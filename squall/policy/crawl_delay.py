@@ -31,9 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from squall.errors import ConfigError
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -116,21 +118,11 @@ class CrawlDelayConfig:
             raise ValueError(f"decay_s must be a finite number >= 0, got {self.decay_s!r}")
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "CrawlDelayConfig":
-        """Build from loaded settings (``frontier.robots.*`` keys).
-
-        Raises:
-            ConfigError: a value out of range, naming its key.
-        """
-        try:
-            return cls(
-                enabled=settings["frontier.robots.crawl.delay.enabled"],
-                max_delay_s=settings["frontier.robots.delay.max.secs"],
-                decay_s=float(settings["frontier.robots.delay.decay.secs"]),
-            )
-        except ValueError as exc:
-            key = "frontier.robots.delay.max.secs" if "max_delay_s" in str(exc) else "frontier.robots.delay.decay.secs"
-            raise ConfigError(key, str(exc)) from exc
+    def from_settings(cls, settings: Settings) -> "CrawlDelayConfig":
+        """Copy the ``frontier.robots.*`` keys (checked by :mod:`squall.settings.rules`)."""
+        return cls(enabled=settings.frontier_robots_crawl_delay_enabled,
+                   max_delay_s=settings.frontier_robots_delay_max_secs,
+                   decay_s=float(settings.frontier_robots_delay_decay_secs))
 
 
 @overload

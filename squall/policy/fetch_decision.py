@@ -28,9 +28,8 @@ its host's block ends (:attr:`squall.policy.pace.PaceState.ready_at_s`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from squall.policy.outcome import Outcome
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState
@@ -38,6 +37,9 @@ from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessag
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, effective_crawl_delay
 from squall.policy.robots_status import RobotsEntry
 from squall.policy.sitemaps import settle_status
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (seed 000)
 
@@ -62,19 +64,15 @@ class FetchConfig:
     pace: PaceConfig
     lead_s: float
     robots_retry_s: float
-    max_wait_s: float = 300.0
+    max_wait_s: float
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "FetchConfig":
-        """Build from loaded settings.
-
-        Raises:
-            ConfigError: a key out of range (named).
-        """
+    def from_settings(cls, settings: Settings) -> "FetchConfig":
+        """Build from loaded settings (checked by :mod:`squall.settings.rules`)."""
         return cls(robots=RobotsConfig.from_settings(settings), pace=PaceConfig.from_settings(settings),
-                   lead_s=float(settings["frontier.handout.lead.secs"]),
-                   robots_retry_s=float(settings["http.robots.retry.base.secs"]),
-                   max_wait_s=float(settings["frontier.inflight.timeout.secs"]) / 2)
+                   lead_s=settings.frontier_handout_lead_secs,
+                   robots_retry_s=settings.http_robots_retry_base_secs,
+                   max_wait_s=settings.frontier_inflight_timeout_secs / 2)
 
 
 @dataclass(frozen=True)

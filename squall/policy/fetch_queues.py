@@ -37,9 +37,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 T = TypeVar("T")
 
@@ -94,10 +97,10 @@ class FetchQueues(Generic[T]):
         self._pending_total = 0
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "FetchQueues[Any]":
+    def from_settings(cls, settings: Settings) -> "FetchQueues[Any]":
         """Build from loaded settings (``fetcher.threads.per.queue``, ``fetcher.max.queue.size``)."""
-        return cls(threads_per_queue=settings["fetcher.threads.per.queue"],
-                   max_queue_size=settings["fetcher.max.queue.size"])
+        return cls(threads_per_queue=settings.fetcher_threads_per_queue,
+                   max_queue_size=settings.fetcher_max_queue_size)
 
     # ------------------------------------------------------------------ adding
 

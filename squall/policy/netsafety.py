@@ -23,10 +23,13 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Union
+from typing import TYPE_CHECKING, Union
 
 from squall.errors import ConfigError
 from squall.policy.records import Reason
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -55,17 +58,18 @@ class NetworkPolicy:
     pins: Mapping[tuple[str, int], str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "NetworkPolicy":
+    def from_settings(cls, settings: Settings) -> "NetworkPolicy":
         """Build the policy from ``http.private.networks.allow`` and ``http.resolve``.
 
         Raises:
             ConfigError: an entry that is not a CIDR / not ``host:port:address``
                 (IPv6 address optionally in brackets), a port outside 1–65535,
-                or the same ``host:port`` pinned twice; the key is named.
+                or the same ``host:port`` pinned twice; the key is named
+                (:func:`squall.settings.rules.validate` calls this at start).
         """
-        allow = tuple(_parse_network(entry) for entry in _string_list(settings, ALLOW_KEY))
+        allow = tuple(_parse_network(entry) for entry in settings.http_private_networks_allow)
         pins: dict[tuple[str, int], str] = {}
-        for entry in _string_list(settings, RESOLVE_KEY):
+        for entry in settings.http_resolve:
             host, port, address = _parse_pin(entry)
             if (host, port) in pins:
                 raise ConfigError(RESOLVE_KEY, f"{host}:{port} is pinned twice")
@@ -134,13 +138,6 @@ def _is_public(address: IPAddress) -> bool:
     if isinstance(address, ipaddress.IPv4Address):
         return address not in _SHARED
     return not address.is_site_local
-
-
-def _string_list(settings: Mapping[str, Any], key: str) -> list[str]:
-    value = settings[key]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
-        raise ConfigError(key, f"expected a list of strings, got {value!r}")
-    return list(value)
 
 
 def _parse_network(entry: str) -> IPNetwork:

@@ -41,18 +41,19 @@ and the regulator (and a re-delivered signal) compute the same wait.
 
 from __future__ import annotations
 
-import math
 import random
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
 from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
 from squall.policy.crawl_delay import apply_signal as apply_frontier_crawl_delay
-from squall.errors import ConfigError
 from squall.policy.records import SignalKind
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -80,22 +81,14 @@ class PaceConfig:
     crawl: CrawlDelayConfig
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "PaceConfig":
-        """Build from loaded settings.
-
-        Raises:
-            ConfigError: ``frontier.retry.after.max.secs`` not positive, or a
-                back-off / robots-delay key out of range (the key is named).
-        """
-        retry_max = float(settings["frontier.retry.after.max.secs"])
-        if not math.isfinite(retry_max) or retry_max <= 0:
-            raise ConfigError("frontier.retry.after.max.secs", f"must be a positive number of seconds, got {retry_max}")
-        one_thread = settings["fetcher.threads.per.queue"] == 1
+    def from_settings(cls, settings: Settings) -> "PaceConfig":
+        """Build from loaded settings (checked by :mod:`squall.settings.rules`)."""
+        one_thread = settings.fetcher_threads_per_queue == 1
         return cls(
-            server_delay_s=float(settings["fetcher.server.delay"] if one_thread else settings["fetcher.server.min.delay"]),
-            min_delay_s=float(settings["fetcher.server.min.delay"]),
-            force=bool(settings["fetcher.server.delay.force"]),
-            retry_after_max_s=retry_max,
+            server_delay_s=settings.fetcher_server_delay if one_thread else settings.fetcher_server_min_delay,
+            min_delay_s=settings.fetcher_server_min_delay,
+            force=settings.fetcher_server_delay_force,
+            retry_after_max_s=settings.frontier_retry_after_max_secs,
             backoff=BackoffConfig.from_settings(settings),
             crawl=CrawlDelayConfig.from_settings(settings),
         )

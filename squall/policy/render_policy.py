@@ -37,13 +37,16 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from squall.errors import ConfigError, InvalidURL
 from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.parse import ParseResult
 from squall.policy.partition import is_ip_literal, partition_key
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 __all__ = ["RenderConfig", "Refusal", "RenderFailure", "ShellSignals", "SubRequest", "RenderTally",
            "RenderOutcome", "RobotsAnswer", "SubresourceCache", "shell_signals", "should_render", "judge_request",
@@ -129,36 +132,18 @@ class RenderConfig:
     cache_ttl_s: float = 0.0
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "RenderConfig":
-        """Read and check the ``render.*`` keys.
-
-        Raises:
-            ConfigError: a count below its minimum, a non-positive duration, or
-                an unknown resource type in ``render.resources.skip``; the key is named.
-        """
-        for key in ("render.timeout", "render.idle.secs"):
-            if settings[key] <= 0:
-                raise ConfigError(key, f"must be a number of seconds > 0, got {settings[key]}")
-        for key, least in (("render.max.requests", 0), ("render.pool.size", 1), ("render.shell.max.links", 0),
-                           ("render.shell.max.text", 0), ("render.cache.size", 0), ("render.cache.ttl.secs", 0)):
-            if settings[key] < least:
-                raise ConfigError(key, f"must be at least {least}, got {settings[key]}")
-        skip = frozenset(str(t).lower() for t in settings["render.resources.skip"])
-        unknown = skip - RESOURCE_TYPES
-        if unknown:
-            raise ConfigError("render.resources.skip", f"unknown resource types {sorted(unknown)}; "
-                                                       f"known: {sorted(RESOURCE_TYPES)}")
-        if "document" in skip:
-            raise ConfigError("render.resources.skip", "'document' cannot be skipped (the page itself is one)")
-        return cls(enabled=settings["render.enabled"],
-                   hosts_allow=frozenset(h.lower().rstrip(".") for h in settings["render.hosts.allow"]),
-                   detect_shell=settings["render.detect.shell"], shell_max_links=settings["render.shell.max.links"],
-                   shell_max_text=settings["render.shell.max.text"], timeout_s=float(settings["render.timeout"]),
-                   idle_s=float(settings["render.idle.secs"]), max_requests=settings["render.max.requests"],
-                   pool_size=settings["render.pool.size"], skip_types=skip,
-                   request_hosts_allow=frozenset(h.lower().rstrip(".") for h in settings["render.requests.hosts.allow"]),
-                   browser_path=settings["render.browser.path"], cache_bytes=settings["render.cache.size"],
-                   cache_ttl_s=float(settings["render.cache.ttl.secs"]))
+    def from_settings(cls, settings: Settings) -> "RenderConfig":
+        """Copy the ``render.*`` keys (checked by :mod:`squall.settings.rules`)."""
+        return cls(enabled=settings.render_enabled,
+                   hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_hosts_allow),
+                   detect_shell=settings.render_detect_shell, shell_max_links=settings.render_shell_max_links,
+                   shell_max_text=settings.render_shell_max_text, timeout_s=settings.render_timeout,
+                   idle_s=settings.render_idle_secs, max_requests=settings.render_max_requests,
+                   pool_size=settings.render_pool_size,
+                   skip_types=frozenset(t.lower() for t in settings.render_resources_skip),
+                   request_hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_requests_hosts_allow),
+                   browser_path=settings.render_browser_path, cache_bytes=settings.render_cache_size,
+                   cache_ttl_s=settings.render_cache_ttl_secs)
 
 
 @dataclass(frozen=True)

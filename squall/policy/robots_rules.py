@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from protego import Protego
 
-from squall.errors import ConfigError
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 # Rules kinds (RobotsRules.kind, RobotsEntry.kind).
 KIND_RULES = "rules"
@@ -83,58 +85,30 @@ class RobotsConfig:
     max_crawl_delay_force: bool
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "RobotsConfig":
-        """Build the config from flat settings keys (see ``config/crawler-default.yaml``).
+    def from_settings(cls, settings: Settings) -> "RobotsConfig":
+        """Copy the robots keys of ``settings`` (checked by :mod:`squall.settings.rules`).
 
-        ``http.robots.agents`` empty → the product token of ``http.agent.name``.
-
-        Raises:
-            ConfigError: a key is missing, an agent has no product token,
-                ``http.robots.cache.ttl.secs`` is not in (0, 86400] (RFC 9309
-                §2.4), a duration is negative, or the retry max is below the base.
+        ``http.robots.agents`` empty → the product token of ``http.agent.name``;
+        the agents are product tokens, lower-cased, each once.
         """
-        def get(key: str) -> Any:
-            try:
-                return settings[key]
-            except KeyError:
-                raise ConfigError(key, "missing configuration key") from None
-
-        names = list(get("http.robots.agents") or [])
-        key = "http.robots.agents" if names else "http.agent.name"
-        if not names:
-            names = [get("http.agent.name")]
         agents: list[str] = []
-        for name in names:
-            token = product_token(str(name))
-            if not token:
-                raise ConfigError(key, f"{name!r} has no product token (letters, '_' or '-'; RFC 9309 §2.2.1)")
+        for name in settings.http_robots_agents or (settings.http_agent_name,):
+            token = product_token(name)
             if token not in agents:
                 agents.append(token)
-        config = cls(
+        return cls(
             agents=tuple(agents),
-            content_limit=int(get("http.robots.content.limit")),
-            allow_on_403=bool(get("http.robots.403.allow")),
-            allow_on_5xx=bool(get("http.robots.5xx.allow")),
-            ttl_s=float(get("http.robots.cache.ttl.secs")),
-            refresh_ahead_s=float(get("http.robots.refresh.ahead.secs")),
-            retry_base_s=float(get("http.robots.retry.base.secs")),
-            retry_max_s=float(get("http.robots.retry.max.secs")),
-            unreachable_grace_s=float(get("http.robots.unreachable.grace.secs")),
-            max_crawl_delay_s=float(get("fetcher.max.crawl.delay")),
-            max_crawl_delay_force=bool(get("fetcher.max.crawl.delay.force")),
+            content_limit=settings.http_robots_content_limit,
+            allow_on_403=settings.http_robots_403_allow,
+            allow_on_5xx=settings.http_robots_5xx_allow,
+            ttl_s=float(settings.http_robots_cache_ttl_secs),
+            refresh_ahead_s=float(settings.http_robots_refresh_ahead_secs),
+            retry_base_s=settings.http_robots_retry_base_secs,
+            retry_max_s=settings.http_robots_retry_max_secs,
+            unreachable_grace_s=float(settings.http_robots_unreachable_grace_secs),
+            max_crawl_delay_s=settings.fetcher_max_crawl_delay,
+            max_crawl_delay_force=settings.fetcher_max_crawl_delay_force,
         )
-        if not 0 < config.ttl_s <= 86400:
-            raise ConfigError("http.robots.cache.ttl.secs", "must be > 0 and at most 86400 (RFC 9309 §2.4)")
-        for name, value in (("http.robots.refresh.ahead.secs", config.refresh_ahead_s),
-                            ("http.robots.unreachable.grace.secs", config.unreachable_grace_s),
-                            ("fetcher.max.crawl.delay", config.max_crawl_delay_s)):
-            if value < 0:
-                raise ConfigError(name, "must not be negative")
-        if config.retry_base_s <= 0:
-            raise ConfigError("http.robots.retry.base.secs", "must be > 0")
-        if config.retry_max_s < config.retry_base_s:
-            raise ConfigError("http.robots.retry.max.secs", "must be >= http.robots.retry.base.secs")
-        return config
 
 
 def _select_group_lines(text: str, agents: Sequence[str]) -> tuple[str | None, list[str]]:

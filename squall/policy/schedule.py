@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squall.policy.records import Reason, Status, StatusMessage
 from squall.policy.sitemaps import (
@@ -52,6 +52,9 @@ from squall.policy.sitemaps import (
     is_marked,
     lastmod_of,
 )
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 SEED_PRIORITY = 1
 DISCOVERED_PRIORITY = 0
@@ -69,15 +72,14 @@ class ScheduleConfig:
     changefreq_revisit: bool = False      # sitemap.changefreq.revisit
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "ScheduleConfig":
-        def minutes(key: str) -> float | None:
-            value = settings[key]
-            return None if value < 0 else float(value) * 60.0
+    def from_settings(cls, settings: Settings) -> "ScheduleConfig":
+        def minutes(value: float) -> float | None:
+            return None if value < 0 else value * 60.0
 
-        limit = int(settings["max.rate.limits"])
-        return cls(minutes("fetchInterval.default"), minutes("fetchInterval.fetch.error"),
-                   minutes("fetchInterval.error"), int(settings["max.fetch.errors"]),
-                   None if limit < 0 else limit, bool(settings["sitemap.changefreq.revisit"]))
+        limit = settings.max_rate_limits
+        return cls(minutes(settings.fetch_interval_default), minutes(settings.fetch_interval_fetch_error),
+                   minutes(settings.fetch_interval_error), settings.max_fetch_errors,
+                   None if limit < 0 else limit, settings.sitemap_changefreq_revisit)
 
 
 @dataclass(frozen=True)

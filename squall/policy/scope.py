@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from squall.errors import ConfigError, InvalidURL
+from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
-from squall.policy.partition import is_public_suffix, partition_for_key, partition_key
+from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import Reason, StatusMessage
 from squall.policy.traps import TrapConfig, check_url
 from squall.policy.urls import idna_host
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -52,33 +55,18 @@ class ScopeConfig:
     traps: TrapConfig
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "ScopeConfig":
-        """Build from the ``urlfilters.*`` keys and ``frontier.max.urls.per.host``.
-
-        Raises:
-            ConfigError: naming the key, for a regular expression that does
-                not compile, a domain that is a public suffix (``co.uk`` would
-                admit a whole country), a limit below -1, or a trap limit out
-                of range (:meth:`squall.policy.traps.TrapConfig.from_settings`).
-        """
-        domains = frozenset(host_name(d) for d in settings["urlfilters.domains.allow"])
-        for domain in sorted(domains):
-            if is_public_suffix(domain):
-                raise ConfigError("urlfilters.domains.allow", f"{domain!r} is a public suffix, not a domain")
-        limits = {}
-        for key in ("urlfilters.max.depth", "frontier.max.urls.per.host", "urlfilters.max.query.params"):
-            limits[key] = int(settings[key])
-            if limits[key] < -1:
-                raise ConfigError(key, f"must be -1 (unlimited) or at least 0, got {limits[key]}")
+    def from_settings(cls, settings: Settings) -> "ScopeConfig":
+        """Build from the ``urlfilters.*`` keys and ``frontier.max.urls.per.host`` (checked by
+        :mod:`squall.settings.rules`: regular expressions compile, no public suffix, limits in range)."""
         return cls(
-            hosts_allow=frozenset(host_name(h) for h in settings["urlfilters.hosts.allow"]),
-            domains_allow=domains,
-            schemes=frozenset(str(s).lower() for s in settings["urlfilters.schemes"]),
-            include=_patterns(settings, "urlfilters.regex.include"),
-            exclude=_patterns(settings, "urlfilters.regex.exclude"),
-            max_depth=limits["urlfilters.max.depth"],
-            max_urls_per_host=limits["frontier.max.urls.per.host"],
-            max_query_params=limits["urlfilters.max.query.params"],
+            hosts_allow=frozenset(host_name(h) for h in settings.urlfilters_hosts_allow),
+            domains_allow=frozenset(host_name(d) for d in settings.urlfilters_domains_allow),
+            schemes=frozenset(s.lower() for s in settings.urlfilters_schemes),
+            include=tuple(re.compile(p) for p in settings.urlfilters_regex_include),
+            exclude=tuple(re.compile(p) for p in settings.urlfilters_regex_exclude),
+            max_depth=settings.urlfilters_max_depth,
+            max_urls_per_host=settings.frontier_max_urls_per_host,
+            max_query_params=settings.urlfilters_max_query_params,
             traps=TrapConfig.from_settings(settings),
         )
 
@@ -94,16 +82,6 @@ def host_name(name: Any) -> str:
         except InvalidURL:
             pass
     return text
-
-
-def _patterns(settings: Mapping[str, Any], key: str) -> tuple[re.Pattern[str], ...]:
-    compiled = []
-    for pattern in settings[key]:
-        try:
-            compiled.append(re.compile(str(pattern)))
-        except re.error as exc:
-            raise ConfigError(key, f"bad regular expression {pattern!r}: {exc}") from None
-    return tuple(compiled)
 
 
 def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, config: ScopeConfig) -> Reason | None:

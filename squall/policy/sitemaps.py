@@ -41,7 +41,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 from xml.etree.ElementTree import ParseError
 
@@ -49,9 +49,12 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 from protego import Protego
 
-from squall.errors import ConfigError, InvalidURL
+from squall.errors import InvalidURL
 from squall.policy.records import Reason, Status, StatusMessage
 from squall.policy.urls import NormalizerConfig, canonicalize
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 __all__ = [
     "SITEMAP_KEY", "LEVEL_KEY", "SitemapConfig", "SitemapEntry", "SitemapDocument", "is_marked",
@@ -109,29 +112,12 @@ class SitemapConfig:
     max_age_s: float | None
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "SitemapConfig":
-        """Read the ``sitemap.*`` keys and ``http.content.limit``.
-
-        Raises:
-            ConfigError: naming the key, for a default path not starting with
-                ``/``, ``sitemap.max.urls`` below 1, ``sitemap.max.nesting``
-                below 0, or ``sitemap.filter.hours.since.modified`` below -1.
-        """
-        path = str(settings["sitemap.default.path"])
-        if path and not path.startswith("/"):
-            raise ConfigError("sitemap.default.path", f"must be empty or start with '/', got {path!r}")
-        max_urls = int(settings["sitemap.max.urls"])
-        if max_urls < 1:
-            raise ConfigError("sitemap.max.urls", f"must be at least 1, got {max_urls}")
-        nesting = int(settings["sitemap.max.nesting"])
-        if nesting < 0:
-            raise ConfigError("sitemap.max.nesting", f"must be at least 0, got {nesting}")
-        hours = int(settings["sitemap.filter.hours.since.modified"])
-        if hours < -1:
-            raise ConfigError("sitemap.filter.hours.since.modified", f"must be -1 (off) or >= 0, got {hours}")
-        return cls(discovery=bool(settings["sitemap.discovery"]), default_path=path, max_urls=max_urls,
-                   max_nesting=nesting, content_limit=int(settings["http.content.limit"]),
-                   max_age_s=None if hours == -1 else hours * 3600.0)
+    def from_settings(cls, settings: Settings) -> "SitemapConfig":
+        """Copy the ``sitemap.*`` keys and ``http.content.limit`` (checked by :mod:`squall.settings.rules`)."""
+        hours = settings.sitemap_filter_hours_since_modified
+        return cls(discovery=settings.sitemap_discovery, default_path=settings.sitemap_default_path,
+                   max_urls=settings.sitemap_max_urls, max_nesting=settings.sitemap_max_nesting,
+                   content_limit=settings.http_content_limit, max_age_s=None if hours == -1 else hours * 3600.0)
 
 
 @dataclass(frozen=True)

@@ -6,25 +6,27 @@ the command line (``squall seed``, ``squall status``), which must agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter")
 TABLES = ("urls", "hosts", "robots", "audit")
 
 
-def topic_name(settings: Mapping[str, Any], suffix: str) -> str:
+def topic_name(settings: Settings, suffix: str) -> str:
     """``<topology.id>-<suffix>``, e.g. ``squall-status``."""
-    return f"{settings['topology.id']}-{suffix}"
+    return f"{settings.topology_id}-{suffix}"
 
 
-def changelog_name(settings: Mapping[str, Any], table: str) -> str:
+def changelog_name(settings: Settings, table: str) -> str:
     """Faust's changelog topic of ``table``: ``<topology.id>-<table>-changelog``."""
-    return f"{settings['topology.id']}-{table}-changelog"
+    return f"{settings.topology_id}-{table}-changelog"
 
 
-def all_topics(settings: Mapping[str, Any]) -> dict[str, int]:
+def all_topics(settings: Settings) -> dict[str, int]:
     """Every topic squall uses → its partition count (all ``topology.partitions``)."""
-    n = settings["topology.partitions"]
+    n = settings.topology_partitions
     names = [topic_name(settings, s) for s in TOPIC_SUFFIXES] + [changelog_name(settings, t) for t in TABLES]
     return {name: n for name in names}

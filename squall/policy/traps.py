@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from squall.errors import ConfigError
 from squall.policy.records import Reason
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 # A segment that reads as a DNS name: two or more LDH labels, the last alphabetic (a TLD-like label).
 _HOST_LIKE = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
@@ -66,25 +68,12 @@ class TrapConfig:
     max_query_param_copies: int
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "TrapConfig":
-        """Read the four ``urlfilters.*`` keys above.
-
-        Raises:
-            ConfigError: naming the key, for ``urlfilters.max.repeated.segments``
-                below 1 or another limit that is neither -1 nor at least 1.
-        """
-        segments = int(settings["urlfilters.max.repeated.segments"])
-        if segments < 1:
-            raise ConfigError("urlfilters.max.repeated.segments", f"must be at least 1, got {segments}")
-        limits = {}
-        for key in ("urlfilters.max.repeated.runs", "urlfilters.max.host.segments",
-                    "urlfilters.max.query.param.copies"):
-            limits[key] = int(settings[key])
-            if limits[key] == 0 or limits[key] < -1:
-                raise ConfigError(key, f"must be -1 (unlimited) or at least 1, got {limits[key]}")
-        return cls(max_segment_copies=segments, max_run_copies=limits["urlfilters.max.repeated.runs"],
-                   max_host_segments=limits["urlfilters.max.host.segments"],
-                   max_query_param_copies=limits["urlfilters.max.query.param.copies"])
+    def from_settings(cls, settings: Settings) -> "TrapConfig":
+        """Copy the four ``urlfilters.*`` keys above (checked by :mod:`squall.settings.rules`)."""
+        return cls(max_segment_copies=settings.urlfilters_max_repeated_segments,
+                   max_run_copies=settings.urlfilters_max_repeated_runs,
+                   max_host_segments=settings.urlfilters_max_host_segments,
+                   max_query_param_copies=settings.urlfilters_max_query_param_copies)
 
 
 def check_path(path: str, config: TrapConfig) -> Reason | None:

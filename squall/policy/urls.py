@@ -45,9 +45,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
 import idna
@@ -56,6 +55,9 @@ from w3lib.url import safe_url_string
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
 from squall.policy.records import Reason
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
@@ -79,20 +81,20 @@ class NormalizerConfig:
     ``max_length`` is in characters of the canonical URL.
     """
 
-    schemes: tuple[str, ...] = ("http", "https")
-    query_remove: tuple[str, ...] = ()
-    query_sort: bool = False
-    max_length: int = 2048
+    schemes: tuple[str, ...]
+    query_remove: tuple[str, ...]
+    query_sort: bool
+    max_length: int
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> "NormalizerConfig":
+    def from_settings(cls, settings: Settings) -> "NormalizerConfig":
         """Build from ``urlfilters.schemes``, ``urlfilters.query.remove``,
         ``urlnormalizer.query.sort`` and ``urlfilters.max.length``."""
         return cls(
-            schemes=tuple(str(s).lower() for s in settings["urlfilters.schemes"]),
-            query_remove=tuple(str(n) for n in settings["urlfilters.query.remove"]),
-            query_sort=bool(settings["urlnormalizer.query.sort"]),
-            max_length=int(settings["urlfilters.max.length"]),
+            schemes=tuple(s.lower() for s in settings.urlfilters_schemes),
+            query_remove=settings.urlfilters_query_remove,
+            query_sort=settings.urlnormalizer_query_sort,
+            max_length=settings.urlfilters_max_length,
         )
 
     def removes(self, name: str) -> bool:

@@ -63,7 +63,8 @@ class Settings(SettingsFields, Mapping[str, Any]):
         unknown = set(values) - set(FIELD_OF)
         if unknown:
             raise ConfigError(min(unknown), "unknown configuration key")
-        return cls(**{FIELD_OF[key]: tuple(v) if isinstance(v, list) else v for key, v in values.items()})
+        fields: dict[str, Any] = {FIELD_OF[key]: tuple(v) if isinstance(v, list) else v for key, v in values.items()}
+        return cls(**fields)
 
     def __getitem__(self, key: str) -> Any:
         try:

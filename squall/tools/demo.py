@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     from squall.tools import kafka_local
     from squall.settings import load_settings
 
-    bootstrap = args.bootstrap or load_settings()["kafka.bootstrap.servers"]
+    bootstrap = args.bootstrap or load_settings().kafka_bootstrap_servers
     broker_started = False
     served: ServedSite | None = None
     crawl = None

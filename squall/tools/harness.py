@@ -150,7 +150,7 @@ class Crawl:
         from squall.cli.status import latest_records
         from squall.policy.topics import changelog_name
 
-        return asyncio.run(latest_records(self.settings["kafka.bootstrap.servers"], changelog_name(self.settings, "urls")))
+        return asyncio.run(latest_records(self.settings.kafka_bootstrap_servers, changelog_name(self.settings, "urls")))
 
     def audit(self) -> dict[str, Any]:
         """``squall audit --json`` of this crawl: totals and one entry per host (``by_host``), worst first."""

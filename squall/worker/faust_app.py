@@ -31,7 +31,7 @@ class SquallWorker(faust.Worker):
     def __init__(self, app: faust.App, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
         settings = app.squall_settings
         try:
-            path, self.datadir_lock = open_datadir(settings["topology.data.dir"])
+            path, self.datadir_lock = open_datadir(settings.topology_data_dir)
         except DataDirError as exc:
             raise SystemExit(f"squall: {exc}") from None
         with warnings.catch_warnings():  # Faust warns that the keys were read (at import) before
@@ -39,10 +39,10 @@ class SquallWorker(faust.Worker):
             app.conf.datadir = path
             # static membership (KIP-345): a stable id per worker, unique thanks to the locked datadir
             app.conf.consumer_group_instance_id = group_instance_id(
-                settings["kafka.group.instance.id"], socket.gethostname(), path)
+                settings.kafka_group_instance_id, socket.gethostname(), path)
         # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
-        self.outage_filter = install_outage_filter(settings["kafka.outage.log.interval.secs"],
-                                                   settings["kafka.outage.quiet.secs"])
+        self.outage_filter = install_outage_filter(settings.kafka_outage_log_interval_secs,
+                                                   settings.kafka_outage_quiet_secs)
         super().__init__(app, *args, **kwargs)
 
 
