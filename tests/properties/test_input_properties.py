@@ -7,6 +7,8 @@ typed answer — an :class:`InvalidURL` with a reason, a :class:`MessageError`,
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import math
 
@@ -22,8 +24,11 @@ from squall.policy.robots_rules import RobotsConfig, RobotsRules, parse_robots
 from squall.policy.robots_status import cache_ttl_s
 from squall.policy.urls import NormalizerConfig, canonicalize
 
+# The defaults file's normalizer with no query parameter removed (each test names what it removes).
+NO_REMOVALS = replace(NormalizerConfig.from_settings(load_settings()), query_remove=())
+
 NOW = 1_700_000_000.0
-NORMALIZER = NormalizerConfig(query_remove=("utm_*", "sid"))
+NORMALIZER = replace(NO_REMOVALS, query_remove=("utm_*", "sid"))
 ROBOTS = RobotsConfig.from_settings(load_settings(overrides={"http.agent.name": "squall"}))
 REASONS = {r.value for r in Reason}
 

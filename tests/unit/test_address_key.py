@@ -8,6 +8,7 @@ from squall.policy.address_key import (AddressCache, AddressConfig, Connect, Fai
                                 key_address, provisional_key, status_key)
 from squall.errors import ConfigError
 from squall.policy.records import Reason
+from tests.unit.settings_helper import from_settings
 
 TTL_S = 300.0
 
@@ -98,10 +99,10 @@ def test_the_fetcher_connects_to_the_keys_address_moves_or_fails(key: str, resol
 ])
 def test_a_cache_setting_out_of_range_names_its_key(values: dict, key: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        AddressConfig.from_settings(values)
+        from_settings(AddressConfig, values)
     assert caught.value.key == key
 
 
 def test_the_cache_settings_are_read_in_seconds_and_entries() -> None:
-    assert AddressConfig.from_settings({"partition.ip.cache.secs": 60, "partition.ip.cache.size": 5}) == \
+    assert from_settings(AddressConfig, {"partition.ip.cache.secs": 60, "partition.ip.cache.size": 5}) == \
         AddressConfig(ttl_s=60.0, size=5)

@@ -21,6 +21,7 @@ from squall.policy.backoff import (
     try_take,
 )
 from squall.errors import ConfigError
+from tests.unit.settings_helper import from_settings
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 CONFIG = BackoffConfig(base_s=1.0, max_s=60.0, ttl_s=3600.0)
@@ -142,9 +143,9 @@ def test_host_backoff_round_trips_through_json():
 
 def test_config_from_settings_and_validation():
     settings = {"frontier.backoff.base.secs": 1.0, "frontier.backoff.max.secs": 60.0, "frontier.backoff.ttl.secs": 3600}
-    assert BackoffConfig.from_settings(settings) == CONFIG
+    assert from_settings(BackoffConfig, settings) == CONFIG
     with pytest.raises(ConfigError) as err:
-        BackoffConfig.from_settings({**settings, "frontier.backoff.max.secs": 0.5})
+        from_settings(BackoffConfig, {**settings, "frontier.backoff.max.secs": 0.5})
     assert err.value.key == "frontier.backoff.max.secs"
     with pytest.raises(ValueError):
         BackoffConfig(base_s=-1.0, max_s=1.0, ttl_s=1.0)

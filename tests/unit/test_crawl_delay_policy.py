@@ -9,6 +9,7 @@ import pytest
 
 from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState, apply_signal
 from squall.errors import ConfigError
+from tests.unit.settings_helper import from_settings
 
 CONFIG = CrawlDelayConfig(enabled=True, max_delay_s=86400, decay_s=1800.0)
 
@@ -188,7 +189,7 @@ def test_from_dict_refuses_wrong_types():
 
 
 def test_config_from_settings_reads_the_frontier_robots_keys():
-    cfg = CrawlDelayConfig.from_settings(
+    cfg = from_settings(CrawlDelayConfig, 
         {"frontier.robots.crawl.delay.enabled": True, "frontier.robots.delay.max.secs": 86400, "frontier.robots.delay.decay.secs": 1800}
     )
     assert cfg == CrawlDelayConfig(True, 86400, 1800.0)
@@ -196,7 +197,7 @@ def test_config_from_settings_reads_the_frontier_robots_keys():
 
 def test_config_out_of_range_names_the_key():
     with pytest.raises(ConfigError) as err:
-        CrawlDelayConfig.from_settings(
+        from_settings(CrawlDelayConfig, 
             {"frontier.robots.crawl.delay.enabled": True, "frontier.robots.delay.max.secs": 0, "frontier.robots.delay.decay.secs": 1800}
         )
     assert err.value.key == "frontier.robots.delay.max.secs"

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from squall.policy.fetch_queues import FetchQueues
+from tests.unit.settings_helper import from_settings
 
 
 def make(threads_per_queue=1, max_queue_size=-1) -> FetchQueues:
@@ -203,7 +204,7 @@ def test_a_time_that_is_not_a_number_is_refused():
 
 
 def test_from_settings_reads_the_fetcher_keys():
-    q = FetchQueues.from_settings({"fetcher.threads.per.queue": 1, "fetcher.max.queue.size": 7})
+    q = from_settings(FetchQueues, {"fetcher.threads.per.queue": 1, "fetcher.max.queue.size": 7})
     assert (q.threads_per_queue, q.max_queue_size) == (1, 7)
 
 

@@ -26,7 +26,7 @@ from squall.errors import BlockedAddress, ConfigError, FetchError
 from squall.net.http import ACCEPT_ENCODING, HAS_BROTLI, FetchResult, HttpConfig, HttpFetcher, PolicyResolver
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.records import Reason
-from squall.settings import DEFAULTS_FILE, Settings
+from squall.settings import DEFAULTS_FILE, Settings, load_settings
 
 DEFAULTS = yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8"))
 LOOPBACK = ["127.0.0.0/8"]
@@ -40,7 +40,7 @@ def make_settings(**overrides: Any) -> Settings:
         key = name.replace("_", ".")
         assert key in values, key
         values[key] = value
-    return Settings(values)
+    return load_settings(overrides=values)
 
 
 def make_config(**overrides: Any) -> HttpConfig:
@@ -48,7 +48,7 @@ def make_config(**overrides: Any) -> HttpConfig:
     overrides.setdefault("http_timeout_connect", 2.0)
     overrides.setdefault("http_timeout_read", 2.0)
     overrides.setdefault("http_timeout_total", 5.0)
-    return HttpConfig.from_settings(make_settings(**overrides))
+    return from_settings(HttpConfig, make_settings(**overrides))
 
 
 @dataclass
@@ -558,7 +558,7 @@ async def test_a_name_with_any_refused_address_is_refused_whole(answers):
         return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
                 for a in answers]
 
-    policy = NetworkPolicy.from_settings(make_settings(http_private_networks_allow=LOOPBACK))
+    policy = from_settings(NetworkPolicy, make_settings(http_private_networks_allow=LOOPBACK))
     with pytest.raises(BlockedAddress):
         await PolicyResolver(policy, fake).resolve("mixed.test", 80, socket.AF_UNSPEC)
 
@@ -576,7 +576,7 @@ async def test_the_resolver_returns_the_allowed_addresses_it_checked():
 # ---------------------------------------------------------------- configuration
 
 def test_the_config_is_read_from_settings():
-    config = HttpConfig.from_settings(make_settings(
+    config = from_settings(HttpConfig, make_settings(
         http_content_limit=123, http_header_limit=4567, http_timeout_connect=1.5, http_timeout_read=2.5,
         http_timeout_total=9.0, http_private_networks_allow=LOOPBACK, http_resolve=["a.test:80:127.0.0.9"],
         http_agent_name="bot", http_agent_version="2", http_agent_url="https://example.org/bot"))
@@ -595,13 +595,14 @@ def test_the_config_is_read_from_settings():
 ])
 def test_an_out_of_range_http_setting_fails_with_the_key_named(overrides, key):
     with pytest.raises(ConfigError) as info:
-        HttpConfig.from_settings(make_settings(**overrides))
+        from_settings(HttpConfig, make_settings(**overrides))
     assert info.value.key == key
 
 
 # ---------------------------------------------------------------- DeclaredLengthFramer (pure)
 
 from squall.net.http import DeclaredLengthFramer  # noqa: E402
+from tests.unit.settings_helper import from_settings
 
 FRAMES = [
     # (what the connection receives, in pieces; bytes kept; bytes dropped)

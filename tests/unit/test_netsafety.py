@@ -9,6 +9,7 @@ import pytest
 from squall.errors import ConfigError
 from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.records import Reason
+from tests.unit.settings_helper import from_settings
 
 BLOCKED = Reason.FETCH_BLOCKED_ADDRESS
 NO_ALLOW = NetworkPolicy()
@@ -93,7 +94,7 @@ def settings(allow=(), resolve=()):
 
 
 def test_a_policy_reads_allowed_networks_and_pins():
-    policy = NetworkPolicy.from_settings(settings(
+    policy = from_settings(NetworkPolicy, settings(
         allow=["127.0.0.0/8", "fd00::/8", "10.0.0.7"],
         resolve=["Site-A.test:8080:127.0.0.2", "v6.test:443:[::1]", "dot.test.:80:10.0.0.1"]))
     assert policy.allow == (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("fd00::/8"),
@@ -105,7 +106,7 @@ def test_a_policy_reads_allowed_networks_and_pins():
 
 
 def test_an_empty_configuration_allows_only_public_addresses():
-    policy = NetworkPolicy.from_settings(settings())
+    policy = from_settings(NetworkPolicy, settings())
     assert policy.allow == () and dict(policy.pins) == {}
 
 
@@ -130,13 +131,13 @@ BAD_CONFIG = [
 @pytest.mark.parametrize("values, key", BAD_CONFIG)
 def test_a_bad_entry_fails_with_the_key_named(values, key):
     with pytest.raises(ConfigError) as info:
-        NetworkPolicy.from_settings(values)
+        from_settings(NetworkPolicy, values)
     assert info.value.key == key
     assert str(info.value).startswith(key)
 
 
 def test_the_policy_is_frozen():
-    policy = NetworkPolicy.from_settings(settings(resolve=["a.test:80:127.0.0.1"]))
+    policy = from_settings(NetworkPolicy, settings(resolve=["a.test:80:127.0.0.1"]))
     with pytest.raises(AttributeError):
         policy.allow = ()  # type: ignore[misc]
     with pytest.raises(TypeError):

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from datetime import datetime, timezone
 
 import pytest
 
 from squall.policy.outcome import Outcome, classify_failure, classify_http
 from squall.policy.records import Reason, SignalKind, Status
+from squall.settings import load_settings
 from squall.policy.urls import NormalizerConfig
+
+# The defaults file's normalizer with no query parameter removed (each test names what it removes).
+NO_REMOVALS = replace(NormalizerConfig.from_settings(load_settings()), query_remove=())
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()  # the fake clock
 URL = "https://example.com/a"
 MAX_REDIRECTS = 5
-NORMALIZER = NormalizerConfig(query_remove=("utm_*",))
+NORMALIZER = replace(NO_REMOVALS, query_remove=("utm_*",))
 CHAIN_4 = [f"https://example.com/r{i}" for i in range(4)]
 CHAIN_5 = CHAIN_4 + ["https://example.com/r4"]
 

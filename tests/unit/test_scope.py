@@ -12,7 +12,12 @@ from squall.policy.records import Reason
 from squall.policy.records import StatusMessage
 from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
 from squall.policy.traps import TrapConfig
+from squall.settings import load_settings
 from squall.policy.urls import CanonicalCache, NormalizerConfig
+from tests.unit.settings_helper import from_settings
+
+# The defaults file's normalizer with no query parameter removed (each test names what it removes).
+NO_REMOVALS = replace(NormalizerConfig.from_settings(load_settings()), query_remove=())
 
 OPEN = ScopeConfig(
     hosts_allow=frozenset(),
@@ -179,7 +184,7 @@ def test_the_host_cap_is_checked_after_the_permanent_refusals() -> None:
 # ---------------------------------------------------------------- configuration
 
 def test_config_is_read_from_the_settings_keys() -> None:
-    config = ScopeConfig.from_settings(settings(
+    config = from_settings(ScopeConfig, settings(
         urlfilters__hosts__allow=["WWW.Example.com."], urlfilters__domains__allow=["Bücher.example"],
         urlfilters__regex__include=["^https://"], urlfilters__regex__exclude=[r"\.pdf$"],
         urlfilters__max__depth=-1, frontier__max__urls__per__host=7, urlfilters__max__query__params=0,
@@ -196,26 +201,26 @@ def test_config_is_read_from_the_settings_keys() -> None:
 
 
 def test_default_settings_build_an_open_config() -> None:
-    config = ScopeConfig.from_settings(settings())
+    config = from_settings(ScopeConfig, settings())
     assert not config.hosts_allow and not config.domains_allow and not config.include
 
 
 @pytest.mark.parametrize("key", ["urlfilters.regex.include", "urlfilters.regex.exclude"])
 def test_a_bad_regular_expression_names_its_key(key: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        ScopeConfig.from_settings(settings(**{key.replace(".", "__"): ["ok", "(unclosed"]}))
+        from_settings(ScopeConfig, settings(**{key.replace(".", "__"): ["ok", "(unclosed"]}))
     assert caught.value.key == key
 
 
 @pytest.mark.parametrize("domain", ["com", "co.uk", "CO.UK."])
 def test_a_public_suffix_as_allowed_domain_is_a_config_error(domain: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        ScopeConfig.from_settings(settings(urlfilters__domains__allow=[domain]))
+        from_settings(ScopeConfig, settings(urlfilters__domains__allow=[domain]))
     assert caught.value.key == "urlfilters.domains.allow"
 
 
 def test_a_private_domain_without_public_suffix_may_be_allowed() -> None:
-    config = ScopeConfig.from_settings(settings(urlfilters__domains__allow=["corp.internal", "localhost"]))
+    config = from_settings(ScopeConfig, settings(urlfilters__domains__allow=["corp.internal", "localhost"]))
     assert admit("http://wiki.corp.internal/", config, host_seeded=False) is None
 
 
@@ -230,12 +235,12 @@ def test_a_private_domain_without_public_suffix_may_be_allowed() -> None:
 ])
 def test_limits_out_of_range_name_their_key(key: str, value: int) -> None:
     with pytest.raises(ConfigError) as caught:
-        ScopeConfig.from_settings(settings(**{key.replace(".", "__"): value}))
+        from_settings(ScopeConfig, settings(**{key.replace(".", "__"): value}))
     assert caught.value.key == key
 
 
 def test_allow_lists_spell_idn_hosts_as_canonical_urls_do_with_idna_2008() -> None:
-    config = ScopeConfig.from_settings(settings(urlfilters__hosts__allow=["Faß.de"]))
+    config = from_settings(ScopeConfig, settings(urlfilters__hosts__allow=["Faß.de"]))
     assert config.hosts_allow == {"xn--fa-hia.de"}
     assert admit("http://xn--fa-hia.de/", config, host_seeded=False) is None
     assert admit("http://fass.de/", config, host_seeded=False) is Reason.SCOPE_HOST
@@ -274,7 +279,7 @@ def test_check_link_agrees_with_check_for_a_seeded_host_with_room(url, depth):
 
 # ---------------------------------------------------------------- batch_outlinks
 
-CANON = CanonicalCache(NormalizerConfig())
+CANON = CanonicalCache(NO_REMOVALS)
 
 
 def batch(links: list[str], depth: int = 1, config: ScopeConfig = OPEN, page: str = "https://a.example/",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from squall.cli.seed import SeedLine, parse_seed_lines
+from squall.settings import load_settings
 from squall.policy.urls import NormalizerConfig
 
-NORMALIZER = NormalizerConfig(query_remove=("utm_*",))
+# The defaults file's normalizer with no query parameter removed (each test names what it removes).
+NO_REMOVALS = replace(NormalizerConfig.from_settings(load_settings()), query_remove=())
+
+NORMALIZER = replace(NO_REMOVALS, query_remove=("utm_*",))
 
 
 def parse(text: str) -> list[SeedLine]:

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from squall.settings import load_settings
 from squall.cli.tail import decode, format_line, resolve_topic
 
-SETTINGS = {"topology.id": "demo"}
+SETTINGS = load_settings(overrides={"topology.id": "demo"})
 
 
 @pytest.mark.parametrize("name,topic", [("status", "demo-status"), ("ticks", "demo-ticks"),

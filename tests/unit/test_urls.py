@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import random
 
@@ -11,10 +13,15 @@ from squall.cli import url as url_cli
 from squall.policy import urls
 from squall.errors import InvalidURL
 from squall.policy.records import Reason
+from squall.settings import load_settings
 from squall.policy.urls import CanonicalCache, NormalizerConfig, canonicalize, host_of, origin_of, robots_url
+from tests.unit.settings_helper import from_settings
+
+# The defaults file's normalizer with no query parameter removed (each test names what it removes).
+NO_REMOVALS = replace(NormalizerConfig.from_settings(load_settings()), query_remove=())
 
 SEED_002_REMOVE = ("utm_*", "fbclid", "gclid", "sid", "session_id", "PHPSESSID", "ref", "_ga", "mc_eid")
-CONFIG = NormalizerConfig(query_remove=SEED_002_REMOVE)
+CONFIG = replace(NO_REMOVALS, query_remove=SEED_002_REMOVE)
 
 CANONICAL = [
     # (rule, input, canonical)
@@ -104,18 +111,18 @@ def test_canonicalizing_a_canonical_url_changes_nothing(rule: str, url: str, exp
 
 
 def test_query_sort_option_sorts_by_name_then_value_and_keeps_duplicates() -> None:
-    config = NormalizerConfig(query_remove=SEED_002_REMOVE, query_sort=True)
+    config = replace(NO_REMOVALS, query_remove=SEED_002_REMOVE, query_sort=True)
     url = "http://example.com/?b=2&a=2&utm_source=x&a=1&c"
     assert canonicalize(url, config) == "http://example.com/?a=1&a=2&b=2&c"
 
 
 def test_without_a_remove_list_every_parameter_is_kept() -> None:
     url = "http://example.com/?utm_source=x&sid=1"
-    assert canonicalize(url, NormalizerConfig()) == url
+    assert canonicalize(url, NO_REMOVALS) == url
 
 
 def test_a_bare_star_removes_every_parameter() -> None:
-    assert canonicalize("http://example.com/?a=1&b=2", NormalizerConfig(query_remove=("*",))) == "http://example.com/"
+    assert canonicalize("http://example.com/?a=1&b=2", replace(NO_REMOVALS, query_remove=("*",))) == "http://example.com/"
 
 
 RELATIVE = [
@@ -186,7 +193,7 @@ def test_a_seed_without_userinfo_is_canonicalized_as_any_url() -> None:
 
 
 def test_max_length_counts_the_canonical_url_not_the_input() -> None:
-    config = NormalizerConfig(query_remove=("utm_*",), max_length=30)
+    config = replace(NO_REMOVALS, query_remove=("utm_*",), max_length=30)
     assert canonicalize("http://example.com/?utm_source=" + "x" * 100, config) == "http://example.com/"
     assert canonicalize("http://example.com/" + "a" * 11, config) == "http://example.com/" + "a" * 11
     with pytest.raises(InvalidURL):
@@ -194,7 +201,7 @@ def test_max_length_counts_the_canonical_url_not_the_input() -> None:
 
 
 def test_ftp_is_accepted_when_configured() -> None:
-    config = NormalizerConfig(schemes=("http", "https", "ftp"))
+    config = replace(NO_REMOVALS, schemes=("http", "https", "ftp"))
     assert canonicalize("FTP://Example.com:21/f", config) == "ftp://example.com/f"
 
 
@@ -258,7 +265,7 @@ def test_config_is_read_from_the_settings_keys() -> None:
         "urlnormalizer.query.sort": True,
         "urlfilters.max.length": 100,
     }
-    assert NormalizerConfig.from_settings(settings) == NormalizerConfig(
+    assert from_settings(NormalizerConfig, settings) == replace(NO_REMOVALS,
         schemes=("http", "https"), query_remove=("utm_*", "sid"), query_sort=True, max_length=100)
 
 
@@ -322,7 +329,7 @@ def test_cli_with_traps_judges_each_canonical_url_by_the_trap_guards(
 # ---------------------------------------------------------------- CanonicalCache
 
 def test_the_canonical_cache_gives_what_canonicalize_gives_and_memoizes_the_canonical_form_too():
-    config = NormalizerConfig()
+    config = NO_REMOVALS
     cache = CanonicalCache(config)
     found = "HTTP://Example.COM:80/a/./b/../c#frag"
     assert cache(found) == canonicalize(found, config) == "http://example.com/a/c"
@@ -332,7 +339,7 @@ def test_the_canonical_cache_gives_what_canonicalize_gives_and_memoizes_the_cano
 
 
 def test_the_canonical_cache_raises_for_invalid_urls_every_time_and_stores_nothing():
-    cache = CanonicalCache(NormalizerConfig())
+    cache = CanonicalCache(NO_REMOVALS)
     for _ in range(2):
         with pytest.raises(InvalidURL) as exc:
             cache("mailto:someone@example.com")
@@ -341,7 +348,7 @@ def test_the_canonical_cache_raises_for_invalid_urls_every_time_and_stores_nothi
 
 
 def test_the_canonical_cache_is_bounded_and_evicts_the_oldest_entries_first():
-    cache = CanonicalCache(NormalizerConfig(), max_entries=4)
+    cache = CanonicalCache(NO_REMOVALS, max_entries=4)
     for i in range(10):
         assert cache(f"http://example.com/{i}") == f"http://example.com/{i}"
         assert len(cache) <= 4
@@ -350,5 +357,5 @@ def test_the_canonical_cache_is_bounded_and_evicts_the_oldest_entries_first():
 
 def test_a_canonical_cache_needs_room_for_two_entries():
     with pytest.raises(ValueError):
-        CanonicalCache(NormalizerConfig(), max_entries=1)
+        CanonicalCache(NO_REMOVALS, max_entries=1)
 
