@@ -118,13 +118,17 @@ def _merge(base: dict[str, Any], overrides: Mapping[str, Any], origin: str) -> d
         elif isinstance(default, int):
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif isinstance(default, list):
-            ok = isinstance(value, list)
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         else:
             ok = isinstance(value, type(default))
         if not ok:
-            raise ConfigError(key, f"expected {type(default).__name__}, got {value!r} (in {origin})")
+            raise ConfigError(key, f"expected {_type_name(default)}, got {value!r} (in {origin})")
         base[key] = value
     return base
+
+
+def _type_name(default: Any) -> str:
+    return "list of strings" if isinstance(default, list) else type(default).__name__
 
 
 def _validated(values: dict[str, Any]) -> "Settings":

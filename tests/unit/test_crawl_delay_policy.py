@@ -188,16 +188,21 @@ def test_from_dict_refuses_wrong_types():
         CrawlDelayState.from_dict({"delay_s": "10"})
 
 
+# The keys robots pacing needs beside its own (squall.settings.rules, seed 000).
+SEED_000_CONTRACT = {"frontier.robots.crawl.delay.enabled": True, "fetcher.max.crawl.delay.force": True,
+                     "metadata.persist": ["parse.*", "robots.crawl.delay"]}
+
+
 def test_config_from_settings_reads_the_frontier_robots_keys():
-    cfg = from_settings(CrawlDelayConfig, 
-        {"frontier.robots.crawl.delay.enabled": True, "frontier.robots.delay.max.secs": 86400, "frontier.robots.delay.decay.secs": 1800}
+    cfg = from_settings(CrawlDelayConfig,
+        {**SEED_000_CONTRACT, "frontier.robots.delay.max.secs": 86400, "frontier.robots.delay.decay.secs": 1800}
     )
     assert cfg == CrawlDelayConfig(True, 86400, 1800.0)
 
 
 def test_config_out_of_range_names_the_key():
     with pytest.raises(ConfigError) as err:
-        from_settings(CrawlDelayConfig, 
+        from_settings(CrawlDelayConfig,
             {"frontier.robots.crawl.delay.enabled": True, "frontier.robots.delay.max.secs": 0, "frontier.robots.delay.decay.secs": 1800}
         )
     assert err.value.key == "frontier.robots.delay.max.secs"

@@ -276,7 +276,8 @@ def _run_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
                 "urlnormalizer.query.sort": False, "urlfilters.max.length": 2048,
                 "urlfilters.max.repeated.segments": 3, "urlfilters.max.repeated.runs": 2,
                 "urlfilters.max.host.segments": 1, "urlfilters.max.query.param.copies": 2}
-    monkeypatch.setattr(squall.settings, "load_settings", lambda path=None, overrides=None: settings)
+    loaded = squall.settings.load_settings(overrides=settings)
+    monkeypatch.setattr(squall.settings, "load_settings", lambda path=None, overrides=None: loaded)
     parser = argparse.ArgumentParser()
     parser.add_argument("--conf")
     url_cli.add_parser(parser.add_subparsers(dest="command", required=True))
