@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import runpy
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
 
 from squall.errors import ConfigError
-from squall.settings import DEFAULTS_FILE, Settings, load_settings
+from squall.settings import DEFAULTS_FILE, FIELD_OF, Settings, load_settings, rules
+from squall.settings import fields as fields_module
+from squall.settings.fields import SettingsFields
 
 DEFAULTS = yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8"))
 KEY_LINE = re.compile(r"^([A-Za-z][\w.\-]*)\s*:")
@@ -298,3 +303,113 @@ def test_the_user_agent_is_built_from_the_agent_keys(defaults, url, email, expec
     settings = defaults.with_overrides({"http.agent.name": "bot", "http.agent.version": "2.0",
                                         "http.agent.url": url, "http.agent.email": email})
     assert settings.user_agent == expected
+
+
+# ---------------------------------------------------------------- the typed object (squall.settings.fields)
+
+GENERATOR = runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts" / "gen_settings_fields.py"))
+YAML_TYPES = {bool: bool, int: int, float: float, str: str, list: tuple}
+
+
+def test_the_generated_fields_file_is_current():
+    """Run ``.venv/bin/python scripts/gen_settings_fields.py`` after changing a key of the defaults file."""
+    expected = GENERATOR["render"](DEFAULTS_FILE.read_text(encoding="utf-8"))
+    assert (Path(fields_module.__file__)).read_text(encoding="utf-8") == expected
+
+
+def test_the_fields_and_the_defaults_file_have_the_same_keys_and_types():
+    hints = typing.get_type_hints(SettingsFields)
+    by_key = {f.metadata["key"]: f for f in dataclasses.fields(SettingsFields)}
+    assert set(by_key) == set(DEFAULTS)
+    for key, f in by_key.items():
+        hint = hints[f.name]
+        assert (typing.get_origin(hint) or hint) is YAML_TYPES[type(DEFAULTS[key])], key
+        assert f.default is dataclasses.MISSING, f"{key}: a default in code"
+
+
+@pytest.mark.parametrize(("key", "attribute"), [
+    ("fetcher.server.delay", "fetcher_server_delay"),
+    ("fetcher.server.delay.force", "fetcher_server_delay_force"),
+    ("fetchInterval.fetch.error", "fetch_interval_fetch_error"),
+    ("http.robots.403.allow", "http_robots_403_allow"),
+])
+def test_a_dotted_key_is_read_as_its_attribute(key, attribute):
+    assert GENERATOR["attribute_name"](key) == attribute
+    assert FIELD_OF[key] == attribute
+
+
+def test_every_attribute_holds_the_value_of_its_key(defaults):
+    for key, name in FIELD_OF.items():
+        value = getattr(defaults, name)
+        assert value == (tuple(DEFAULTS[key]) if isinstance(DEFAULTS[key], list) else DEFAULTS[key]), key
+        assert defaults[key] == DEFAULTS[key]
+
+
+def test_the_object_is_frozen_hashable_and_its_lists_are_tuples(defaults):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        defaults.fetcher_server_delay = 5.0  # type: ignore[misc]
+    assert isinstance(defaults.metadata_persist, tuple)
+    assert hash(defaults) == hash(load_settings(DEFAULTS_FILE))
+    view = defaults["metadata.persist"]
+    view.append("x")  # the Mapping view hands out a copy
+    assert defaults["metadata.persist"] == DEFAULTS["metadata.persist"]
+
+
+def test_a_key_name_that_two_keys_would_share_is_refused_by_the_generator():
+    with pytest.raises(ValueError, match="both give"):
+        GENERATOR["render"]("# ---- s\n# a\na.b: 1\n# b\na-b: 2\n")
+
+
+def test_a_settings_object_needs_every_key():
+    values = dict(DEFAULTS)
+    del values["http.robots.5xx.allow"]
+    with pytest.raises(ConfigError) as err:
+        Settings.from_values(values)
+    assert err.value.key == "http.robots.5xx.allow"
+
+
+def test_a_list_key_takes_only_strings(defaults):
+    with pytest.raises(ConfigError, match="list of strings") as err:
+        defaults.with_overrides({"http.resolve": [42]})
+    assert err.value.key == "http.resolve"
+
+
+# ---------------------------------------------------------------- every range rule, by its table (squall.settings.rules)
+
+RANGE_CASES = (
+    [(key, -1) for key in rules.NOT_NEGATIVE]
+    + [(key, 0) for key in rules.POSITIVE]
+    + [(key, 0) for key in rules.AT_LEAST_ONE]
+    + [(key, -2) for key in rules.MINUS_ONE_OR_NOT_NEGATIVE]
+    + [(key, 0) for key in rules.MINUS_ONE_OR_AT_LEAST_ONE]
+    + [("sitemap.max.nesting", -1), ("http.robots.cache.ttl.secs", 0), ("http.robots.cache.ttl.secs", 86401),
+       ("http.robots.retry.max.secs", 1.0), ("frontier.backoff.max.secs", 0.5)]
+)
+
+
+@pytest.mark.parametrize(("key", "bad"), RANGE_CASES, ids=[f"{k}={v}" for k, v in RANGE_CASES])
+def test_a_value_out_of_range_is_refused_naming_its_key(defaults, key, bad):
+    value = float(bad) if isinstance(DEFAULTS[key], float) else bad
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({key: value})
+    assert err.value.key == key
+    assert str(err.value).startswith(f"{key}: ")
+
+
+def test_the_range_tables_name_only_keys_of_the_defaults_file():
+    tables = (rules.NOT_NEGATIVE, rules.POSITIVE, rules.AT_LEAST_ONE, rules.MINUS_ONE_OR_NOT_NEGATIVE,
+              rules.MINUS_ONE_OR_AT_LEAST_ONE)
+    named = [key for table in tables for key in table]
+    assert set(named) <= set(DEFAULTS) and len(named) == len(set(named))
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("http.robots.agents", ["/1.0"]), ("http.agent.name", "42"), ("urlfilters.regex.include", ["(unclosed"]),
+    ("urlfilters.domains.allow", ["co.uk"]), ("http.private.networks.allow", ["10.0.0.1/8"]),
+    ("http.resolve", ["a.test:80"]), ("render.resources.skip", ["pictures"]), ("render.resources.skip", ["document"]),
+    ("sitemap.default.path", "sitemap.xml"), ("kafka.group.instance.id", "{pid}"),
+])
+def test_a_bad_choice_is_refused_naming_its_key(defaults, key, value):
+    with pytest.raises(ConfigError) as err:
+        defaults.with_overrides({key: value})
+    assert err.value.key == key
