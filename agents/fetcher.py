@@ -83,7 +83,7 @@ MAX_PENDING: int = settings.fetcher_max_pending_urls
 MAX_REDIRECTS: int = settings.http_redirect_max
 RATE_PER_S: float = settings.fetcher_server_rate
 BURST: int = settings.fetcher_server_burst
-RECENT_FETCH_IDS = 10_000  # finished fetch ids remembered to recognise late copies of a hand-out
+RECENT_FETCH_IDS: int = settings.fetcher_recent_fetch_ids  # finished fetch ids remembered to recognise late copies
 QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
 
 

@@ -36,7 +36,7 @@ from topology import app, audit_table, hosts_table, settings, urls_table
 log = logging.getLogger("squall.observe")
 TOLERANCE_S: float = settings.audit_tolerance_secs
 TOP_HOSTS: int = settings.metrics_hosts_top
-SCAN_CACHE_S = 2.0  # table scans for the gauges are reused for this long (s) between scrapes
+SCAN_CACHE_S: float = settings.metrics_scan_cache_secs  # table scans for the gauges are reused this long (s)
 LAG_TOPICS = tuple(f"{settings.topology_id}-{s}" for s in ("status", "fetch", "signals", "ticks"))
 # Prometheus' text exposition format 0.0.4 (aiohttp refuses a charset inside content_type)
 EXPOSITION_CONTENT_TYPE = "text/plain; version=0.0.4"

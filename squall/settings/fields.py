@@ -153,6 +153,9 @@ class SettingsFields:
     #: A URL arriving at a queue that holds fetcher.max.queue.size items is offered
     #: to it again after this long (s), holding its Kafka offset meanwhile.
     fetcher_queue_full_retry_secs: float = field(metadata={"key": "fetcher.queue.full.retry.secs"})
+    #: Fetch ids of finished fetches a worker remembers, so a late second copy of
+    #: a hand-out (re-delivered after a rebalance) is recognised and not fetched again.
+    fetcher_recent_fetch_ids: int = field(metadata={"key": "fetcher.recent.fetch.ids"})
     #: Handed-out URLs one worker holds in memory (waiting their turn or fetching)
     #: before it stops reading the fetch topic (back-pressure; nothing is lost).
     fetcher_max_pending_urls: int = field(metadata={"key": "fetcher.max.pending.urls"})
@@ -297,6 +300,9 @@ class SettingsFields:
     #: Prometheus /metrics: per-host series only for this many hosts, those with
     #: the most requests (bounded label cardinality; 0 = no per-host series).
     metrics_hosts_top: int = field(metadata={"key": "metrics.hosts.top"})
+    #: The table scans behind the /metrics gauges are reused for this long (s)
+    #: between scrapes (a scrape more often than this sees the same numbers).
+    metrics_scan_cache_secs: float = field(metadata={"key": "metrics.scan.cache.secs"})
 
     # ---- rendering (headless Chromium, seed 002 6e)
     #: Render JavaScript pages in headless Chromium (scripts/install-browser.sh

@@ -68,7 +68,7 @@ POSITIVE = (
     "http.timeout.connect", "http.timeout.read", "http.timeout.total", "http.robots.retry.base.secs",
     "frontier.retry.after.max.secs", "kafka.session.timeout.secs", "kafka.outage.log.interval.secs",
     "kafka.outage.quiet.secs", "partition.ip.cache.secs", "render.timeout", "render.idle.secs",
-    "frontier.tick.resend.secs", "fetcher.queue.full.retry.secs", "http.header.limit",
+    "frontier.tick.resend.secs", "fetcher.queue.full.retry.secs", "metrics.scan.cache.secs", "http.header.limit",
 )
 # Counts that must be at least 1.
 AT_LEAST_ONE = (
@@ -76,7 +76,7 @@ AT_LEAST_ONE = (
     "max.fetch.errors", "http.redirect.max", "topology.replication.factor", "fetcher.server.burst",
     "topology.web.port", "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls",
     "frontier.robots.delay.max.secs", "partition.ip.cache.size", "sitemap.max.urls", "render.pool.size",
-    "urlfilters.max.repeated.segments", "urlfilters.max.length", "parser.title.max.chars",
+    "urlfilters.max.repeated.segments", "urlfilters.max.length", "parser.title.max.chars", "fetcher.recent.fetch.ids",
 )
 # Limits where -1 means "none" and otherwise at least 0.
 MINUS_ONE_OR_NOT_NEGATIVE = (
