@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from squall.errors import ConfigError, MessageError
+from squall.errors import MessageError
 from squall.policy.robots_rules import (
     KIND_ALLOW_ALL,
     KIND_DISALLOW_ALL,
@@ -352,8 +352,8 @@ class RobotsCache:
     """
 
     def __init__(self, max_size: int, config: RobotsConfig) -> None:
-        if max_size < 1:
-            raise ConfigError("http.robots.cache.lru.size", "must be at least 1")
+        if max_size < 1:  # http.robots.cache.lru.size is checked at load (squall.settings.rules)
+            raise ValueError(f"max_size must be at least 1, got {max_size}")
         self._max_size = max_size
         self._config = config
         self._items: OrderedDict[str, tuple[RobotsEntry, RobotsRules]] = OrderedDict()

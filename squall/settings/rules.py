@@ -77,6 +77,7 @@ AT_LEAST_ONE = (
     "topology.web.port", "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls",
     "frontier.robots.delay.max.secs", "partition.ip.cache.size", "sitemap.max.urls", "render.pool.size",
     "urlfilters.max.repeated.segments", "urlfilters.max.length", "parser.title.max.chars", "fetcher.recent.fetch.ids",
+    "http.robots.cache.lru.size",
 )
 # Limits where -1 means "none" and otherwise at least 0.
 MINUS_ONE_OR_NOT_NEGATIVE = (

@@ -18,6 +18,7 @@ from squall.worker.datadir import open_datadir
 from squall.errors import DataDirError
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
+from squall.settings import Settings
 
 
 class SquallWorker(faust.Worker):
@@ -28,7 +29,7 @@ class SquallWorker(faust.Worker):
     use (or not creatable) stops the worker with one line, before its banner.
     """
 
-    def __init__(self, app: faust.App, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
+    def __init__(self, app: SquallApp, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
         settings = app.squall_settings
         try:
             path, self.datadir_lock = open_datadir(settings.topology_data_dir)
@@ -48,6 +49,8 @@ class SquallWorker(faust.Worker):
 
 class SquallApp(faust.App):
     """faust.App on :class:`squall.worker.kafka_consumer.Transport` (commits never pass an unacknowledged offset)."""
+
+    squall_settings: Settings  # the loaded configuration, set by topology/ at import, read by SquallWorker
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)

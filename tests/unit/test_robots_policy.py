@@ -590,8 +590,11 @@ def test_the_lru_cache_returns_the_entry_with_its_rules():
 
 
 def test_the_lru_cache_needs_room_for_one_entry():
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValueError):
         RobotsCache(0, CONFIG)
+    with pytest.raises(ConfigError) as err:  # the key is checked at load
+        SETTINGS.with_overrides({"http.robots.cache.lru.size": 0})
+    assert err.value.key == "http.robots.cache.lru.size"
 
 
 # ---------------------------------------------------------------- squall robots check
