@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from protego import Protego
 
-
 if TYPE_CHECKING:
     from squall.settings import Settings
 

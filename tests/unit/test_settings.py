@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import runpy
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 import yaml
 
 from squall.errors import ConfigError
-from squall.settings import DEFAULTS_FILE, FIELD_OF, Settings, load_settings, rules
+from squall.settings import DEFAULTS_FILE, FIELD_OF, ROOT, Settings, load_settings, rules
 from squall.settings import fields as fields_module
 from squall.settings.fields import SettingsFields
 
@@ -413,3 +416,20 @@ def test_a_bad_choice_is_refused_naming_its_key(defaults, key, value):
     with pytest.raises(ConfigError) as err:
         defaults.with_overrides({key: value})
     assert err.value.key == key
+
+
+@pytest.mark.parametrize(("line", "key"), [
+    ("http.robots.cache.lru.size: 0", "http.robots.cache.lru.size"),  # once checked only when the fetcher started
+    ("http.timeout.read: 0.0", "http.timeout.read"),
+    ("fetcher.recent.fetch.ids: 0", "fetcher.recent.fetch.ids"),
+])
+def test_a_value_out_of_range_stops_the_worker_at_import_with_one_line_naming_the_key(tmp_path, line, key):
+    conf = tmp_path / "crawler-conf.yaml"
+    conf.write_text(line + "\n", encoding="utf-8")
+    env = dict(os.environ, SQUALL_CONF=str(conf))
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    done = subprocess.run([sys.executable, "-c", "import topology"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith(f"squall: configuration error: {key}:")
