@@ -1,20 +1,25 @@
 """Loading the crawler configuration into one frozen, typed object.
 
-Keys are flat, dotted names (StormCrawler style). Inside squall they are read
-as attributes of :class:`Settings`: the key ``a.b.c`` is the attribute
-``a_b_c`` (``-`` also becomes ``_``, camelCase becomes snake_case, so
-``fetcher.server.delay`` and ``fetcher.server.delay.force`` are the distinct
-``fetcher_server_delay: float`` and ``fetcher_server_delay_force: bool``).
-The fields are generated from the defaults file into
-:mod:`squall.settings.fields` by ``scripts/gen_settings_fields.py``; a unit
-test fails while that file is stale, so every key has exactly one typed field
-and no default is written in code. Every check of a value, single or across
-keys, is in :mod:`squall.settings.rules`, each error naming its key. ``config/crawler-default.yaml``
+Keys are flat, dotted names (StormCrawler style). ``config/crawler-default.yaml``
 holds every key with its default; a user file (``$SQUALL_CONF``, else
 ``config/crawler-conf.yaml``) overrides some of them. Every value must have the
-type of its default (an int is accepted where a float is expected); unknown
-keys and contradictory combinations raise :class:`squall.errors.ConfigError`
-naming the key. ``$KAFKA_BOOTSTRAP_SERVERS`` overrides ``kafka.bootstrap.servers``.
+type of its default (an int is accepted where a float is expected; a list holds
+strings); unknown keys, values out of range and contradictory combinations
+raise :class:`squall.errors.ConfigError` naming the key.
+``$KAFKA_BOOTSTRAP_SERVERS`` overrides ``kafka.bootstrap.servers``.
+
+Inside squall the result is read as attributes of :class:`Settings`: the key
+``a.b.c`` is the attribute ``a_b_c`` (``-`` also becomes ``_``, camelCase
+becomes snake_case), so ``fetcher.server.delay`` and
+``fetcher.server.delay.force`` are the distinct ``fetcher_server_delay: float``
+and ``fetcher_server_delay_force: bool``; list keys are tuples. The fields are
+generated from the defaults file into :mod:`squall.settings.fields` by
+``scripts/gen_settings_fields.py`` (the dotted key is each field's
+``metadata["key"]``); a unit test fails while that file is stale, so every key
+has exactly one typed field and no default is written in code. Every range,
+choice and cross-key check is in :mod:`squall.settings.rules`, each error
+naming its key. ``settings["a.b.c"]`` (the Mapping view) reads the same values
+by dotted key, for callers outside squall.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ FIELD_OF: Mapping[str, str] = MappingProxyType({f.metadata["key"]: f.name for f 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS_FILE = ROOT / "config" / "crawler-default.yaml"
 USER_FILE = ROOT / "config" / "crawler-conf.yaml"
-PARTITION_MODES = ("byHost", "byDomain", "byIP")
 
 
 class Settings(SettingsFields, Mapping[str, Any]):
@@ -72,6 +76,9 @@ class Settings(SettingsFields, Mapping[str, Any]):
         except KeyError:
             raise ConfigError(key, "unknown configuration key") from None
         return list(value) if isinstance(value, tuple) else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in FIELD_OF
 
     def __iter__(self) -> Iterator[str]:
         return iter(FIELD_OF)
