@@ -276,7 +276,7 @@ async def test_the_content_limit_applies_to_decoded_bytes_of_any_coding(coding: 
 
 
 async def test_connections_use_the_framing_protocol_through_aiohttps_factory_hook():
-    from squall.net.http import _FramingConnector, _FramingProtocol
+    from squall.net.connection import _FramingConnector, _FramingProtocol
 
     connector = _FramingConnector(header_limit=1024)
     try:
@@ -601,7 +601,7 @@ def test_an_out_of_range_http_setting_fails_with_the_key_named(overrides, key):
 
 # ---------------------------------------------------------------- DeclaredLengthFramer (pure)
 
-from squall.net.http import DeclaredLengthFramer  # noqa: E402
+from squall.net.connection import DeclaredLengthFramer  # noqa: E402
 
 FRAMES = [
     # (what the connection receives, in pieces; bytes kept; bytes dropped)
