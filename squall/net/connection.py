@@ -226,4 +226,5 @@ class _FramingConnector(aiohttp.TCPConnector):
         super().__init__(*args, **kwargs)
         if not hasattr(self, "_factory"):
             raise RuntimeError("aiohttp's TCPConnector has no _factory: squall.net.http needs updating")
-        self._factory = functools.partial(_FramingProtocol, loop=self._loop, header_limit=header_limit)
+        self._factory = functools.partial(  # type: ignore[assignment]  # a ResponseHandler subclass
+            _FramingProtocol, loop=self._loop, header_limit=header_limit)

@@ -157,7 +157,9 @@ def _read_xml(body: bytes, max_urls: int) -> SitemapDocument:
             else:
                 entries.append(entry)
             # the entry is read: let it go (streaming, bounded memory; an RSS item sits inside <channel>)
-            (root if item_depth == 1 else elem).clear()
+            done = root if item_depth == 1 else elem
+            if done is not None:
+                done.clear()
     except (ParseError, DefusedXmlException, ValueError):
         return SitemapDocument(kind=kind, entries=tuple(entries), dropped=dropped, error=Reason.SITEMAP_MALFORMED)
     if kind is None:
