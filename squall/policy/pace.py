@@ -256,23 +256,3 @@ def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBac
     since_s = current.backing_off_since_s if current.backing_off_since_s is not None else now_s
     return HostBackoff(attempts=current.attempts, blocked_until_s=max(current.blocked_until_s, until_s),
                        backing_off_since_s=since_s)
-
-
-def to_dict(state: PaceState) -> dict[str, Any]:
-    """JSON-friendly form (stored in the hosts table)."""
-    return {"next_fetch_at_s": state.next_fetch_at_s, "delay_s": state.delay_s,
-            "backoff": state.backoff.to_dict() if state.backoff is not None else None,
-            "crawl": state.crawl.to_dict() if state.crawl is not None else None}
-
-
-def from_dict(data: Mapping[str, Any]) -> PaceState:
-    """Inverse of :func:`to_dict`; missing keys take the defaults.
-
-    Raises:
-        ValueError: a field of the wrong type.
-    """
-    backoff = data.get("backoff")
-    crawl = data.get("crawl")
-    return PaceState(next_fetch_at_s=float(data.get("next_fetch_at_s") or 0.0), delay_s=float(data.get("delay_s") or 0.0),
-                     backoff=HostBackoff.from_dict(backoff) if backoff else None,
-                     crawl=CrawlDelayState.from_dict(crawl) if crawl else None)
