@@ -50,7 +50,7 @@ from typing import Any
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
 from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
-from squall.policy.crawl_delay import apply_signal as apply_frontier_crawl_delay
+from squall.policy.crawl_delay import observe_crawl_delay
 from squall.errors import ConfigError
 from squall.policy.records import SignalKind
 
@@ -219,7 +219,7 @@ def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) 
         backoff = on_rate_limited(backoff, ended.at_s, config.backoff, rng)
     crawl = state.crawl
     if ended.forwarded_crawl_delay_s is not None:
-        crawl = apply_frontier_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
+        crawl = observe_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
                                            ended.fetch_id)
     new = replace(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
     if not ended.requested:
