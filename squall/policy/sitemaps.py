@@ -20,15 +20,8 @@ Sources of the rules:
 * StormCrawler keys ``sitemap.discovery`` and
   ``sitemap.filter.hours.since.modified``.
 
-XML is read by defusedxml's iterparse (expat without entity expansion or
-external references: a billion-laughs or XXE sitemap is ``sitemap.malformed``,
-never expanded), streaming, so a 50 000-entry file never builds a tree.
-Errors are a :class:`~squall.policy.records.Reason` on the document, never an
-exception: ``sitemap.malformed`` (not XML, broken XML, bad gzip, empty),
-``sitemap.wrong_type`` (an HTML answer, or XML whose root is not
-``urlset``, ``sitemapindex``, ``rss`` or ``feed``), ``sitemap.too_big`` (the body, or its
-gunzipped form, passed ``http.content.limit``). Entries read before an error
-are kept (a sitemap cut short still lists its first URLs).
+How a file is read, and its errors (``sitemap.malformed``, ``sitemap.wrong_type``,
+``sitemap.too_big``): :mod:`squall.policy.sitemap_reader`.
 """
 
 from __future__ import annotations
