@@ -1,6 +1,8 @@
 # squall: developer entry points.
 #
-#   make venv        create .venv (Python >= 3.11) and install squall with test extras
+#   make venv        create .venv (Python >= 3.11): exact versions from requirements.lock, then squall
+#   make lock        refresh requirements.lock from pyproject.toml (uv pip compile; commit the result)
+#   make lint        ruff check, ruff format --check and mypy over squall/, agents/, topology/
 #   make test        unit + integration tests against a real broker (scripts/test.sh)
 #   make kafka-up    start a local broker (Maven jars, KRaft) at kafka.bootstrap.servers
 #   make kafka-down  stop it
@@ -23,22 +25,36 @@ BOOTSTRAP ?=
 PYTEST_ARGS ?=
 KAFKA_ARGS = $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP),)
 
-.PHONY: venv test kafka-up kafka-down kafka-status demo
+.PHONY: venv lock lint test kafka-up kafka-down kafka-status demo
 
 venv: $(STAMP)
 
-# Re-installs when pyproject.toml is newer than the stamp.
-$(STAMP): pyproject.toml
+# Re-installs when pyproject.toml or the lock file is newer than the stamp.
+$(STAMP): pyproject.toml requirements.lock
 	@if [ ! -x "$(VENV_PY)" ]; then \
 		if [ -z "$(PYTHON)" ]; then echo "make: need Python >= 3.11 on PATH (or PYTHON=...)" >&2; exit 1; fi; \
 		echo "make: creating $(VENV) with $(PYTHON)"; \
 		"$(PYTHON)" -m venv $(VENV); \
 	fi
-	$(VENV_PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -r requirements.lock
+	$(VENV_PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
+# The lock file: every dependency (with the test and dev extras) at an exact version, for any
+# Python >= 3.11 (markers). Refresh it on purpose, run `make test`, commit it.
+lock: venv
+	$(VENV_PY) -m pip install -q --disable-pip-version-check uv
+	$(VENV)/bin/uv pip compile pyproject.toml --extra test --extra dev --universal --python-version 3.11 \
+		--custom-compile-command "make lock" --quiet -o requirements.lock
+
+lint: venv
+	scripts/lint.sh
+
+# Lint first, then the tests whatever lint said; fails if either failed.
 test: venv
-	scripts/test.sh $(PYTEST_ARGS)
+	@scripts/lint.sh; lint=$$?; scripts/test.sh $(PYTEST_ARGS); tests=$$?; \
+	if [ $$lint -ne 0 ]; then echo "make test: lint failed (scripts/lint.sh)" >&2; fi; \
+	exit $$(( tests != 0 ? tests : lint ))
 
 kafka-up: venv
 	$(VENV)/bin/squall kafka up $(KAFKA_ARGS)

@@ -55,7 +55,7 @@ from agents import parser
 from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host
 from agents.observe import audit_request, observe_fetch, observe_result
-from agents.render import render_step
+from agents.render import close_pool, render_step
 from agents.robots import RobotsService
 from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
@@ -141,6 +141,15 @@ class FetcherRuntime:
             prefix = f"{settings.topology_id}-{socket.gethostname()}-{os.getpid()}"
             self.warc = WarcWriter(Path(settings.warc_dir), prefix, settings.warc_max_size)
             asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def close(self) -> None:
+        """Close the WARC writer (its last gzip member flushed) and the HTTP sessions; idempotent."""
+        if self.warc is not None:
+            await asyncio.to_thread(self.warc.close)
+            self.warc = None
+        if self.http is not None:
+            await self.http.close()
+            self.http = None
 
     def pace(self, key: str, now_s: float) -> PaceState:
         """The queue's pace; a queue new to this worker's ownership starts from the durable record.
@@ -260,6 +269,13 @@ class FetcherRuntime:
 
 
 runtime = FetcherRuntime()
+
+
+@app.on_before_shutdown.connect
+async def _close_on_shutdown(sender, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+    """Close what the fetcher opened, once the consumer has stopped: the WARC file, HTTP sessions, the browser."""
+    await runtime.close()
+    await close_pool()
 
 
 @app.on_partitions_revoked.connect

@@ -70,6 +70,14 @@ def pool() -> BrowserPool:
     return _pool
 
 
+async def close_pool() -> None:
+    """Close the browser pool if one was started (worker shutdown); idempotent."""
+    global _pool
+    if _pool is not None:
+        pool_, _pool = _pool, None
+        await pool_.close()
+
+
 async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> FetchResult:
     """Render the page of ``result`` when it needs a browser (see the module docstring); never raises.
 

@@ -73,7 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from squall.tools.harness import Crawl  # noqa: E402
 from squall.tools.kafka_admin import ensure_topics  # noqa: E402
-from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
+from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
 from squall.policy.topics import all_topics  # noqa: E402
 from tests.integration.conftest import ServedSite  # noqa: E402 (the integration tests' threaded server)
 

@@ -13,7 +13,7 @@ politeness delay (both are the same with and without rendering):
   rendered DOM (links found: the page's links).
 
 One browser (``render.pool.size`` 1), pages rendered one after the other.
-The site (:func:`squall.tools.testsite.spa_host`) has ``--pages`` pages of
+The site (:func:`squall.tools.site_spec.spa_host`) has ``--pages`` pages of
 ``--links`` links each. Prints a table (mode, pages, seconds, pages/s,
 ms/page, links found) and the machine. A benchmark, not a test: nothing is
 asserted (STYLE.md). Run::
@@ -36,7 +36,8 @@ from squall.policy.parse import parse_html
 from squall.net.render import BrowserPool
 from squall.policy.render_policy import RenderConfig, RobotsAnswer, judge_request
 from squall.settings import load_settings
-from squall.tools.testsite import RecordingServer, SiteSpec, spa_host
+from squall.tools.site_spec import SiteSpec, spa_host
+from squall.tools.testsite import RecordingServer
 
 HOST = "127.0.0.2"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -60,7 +60,7 @@ def render(report: Report) -> Group:
     return Group(*parts)
 
 
-def _hosts_table(title: str, rows: list[Mapping[str, Any]]) -> Table:
+def _hosts_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     t = Table(title=title, title_justify="left", expand=False)
     for name in ("host", "urls", "fetched", "requests", "delay", "min gap", "next fetch", "blocked until",
                  "back-off", "robots", "violations"):

@@ -213,14 +213,14 @@ def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, A
     ``unknown``, with the last HTTP status) and ``robots_retry_at_s``.
     """
     robots_of: dict[str, Mapping[str, Any]] = {}
-    for origin, entry in robots.items():
+    for origin, robots_entry in robots.items():
         name = urlsplit(origin).hostname or origin
-        robots_of[name] = entry
-    rows = []
+        robots_of[name] = robots_entry
+    rows: list[dict[str, Any]] = []
     for key in sorted(set(by_host) | set(hosts) | set(audits)):
         counts = by_host.get(key, Counter())
-        host = hosts.get(key, {})
-        audit = audits.get(key, {})
+        host: Mapping[str, Any] = hosts.get(key) or {}
+        audit: Mapping[str, Any] = audits.get(key) or {}
         entry = robots_of.get(key)
         nxt = host.get("next_fetch_at_s") or 0.0
         blocked = host.get("blocked_until_s") or 0.0

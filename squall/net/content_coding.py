@@ -33,7 +33,7 @@ except ImportError:   # pragma: no cover - a dependency
     HAS_BROTLI = False
 
 try:
-    from compression.zstd import ZstdDecompressor, ZstdError   # type: ignore[import-not-found]
+    from compression.zstd import ZstdDecompressor, ZstdError
     HAS_ZSTD = True
 except ImportError:
     try:
@@ -190,7 +190,7 @@ class Decoder:
             return out
         try:
             return self._read(len(self._stages) - 1, size)
-        except (zlib.error, EOFError, *_CODING_ERRORS) as exc:
+        except _DECODE_ERRORS as exc:
             raise FetchError(Reason.FETCH_PROTOCOL.value,
                              f"body not valid {'/'.join(self.codings)}: {type(exc).__name__}: {exc}") from None
 
@@ -221,3 +221,4 @@ def decoder_for(content_encoding: str | None) -> Decoder:
 
 _CODING_ERRORS: tuple[type[BaseException], ...] = tuple(
     e for e in ((brotli.error if HAS_BROTLI else None), (ZstdError if HAS_ZSTD else None)) if e is not None)
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, EOFError, *_CODING_ERRORS)

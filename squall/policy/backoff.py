@@ -23,7 +23,6 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-
 if TYPE_CHECKING:
     from squall.settings import Settings
 
@@ -101,7 +100,7 @@ class BackoffConfig:
             raise ValueError(f"max_s ({self.max_s}) must be >= base_s ({self.base_s})")
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "BackoffConfig":
+    def from_settings(cls, settings: Settings) -> BackoffConfig:
         """Copy ``frontier.backoff.base.secs``, ``.max.secs`` and ``.ttl.secs`` (checked by :mod:`squall.settings.rules`)."""
         return cls(base_s=settings.frontier_backoff_base_secs, max_s=settings.frontier_backoff_max_secs,
                    ttl_s=float(settings.frontier_backoff_ttl_secs))
@@ -132,7 +131,7 @@ class HostBackoff:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "HostBackoff":
+    def from_dict(cls, data: Mapping[str, Any]) -> HostBackoff:
         """Inverse of :meth:`to_dict`; missing keys take the defaults.
 
         Raises:
@@ -236,7 +235,7 @@ class TokenBucket:
     updated_at_s: float
 
     @classmethod
-    def full(cls, burst: int, now_s: float) -> "TokenBucket":
+    def full(cls, burst: int, now_s: float) -> TokenBucket:
         """A bucket holding ``burst`` tokens at ``now_s``."""
         return cls(tokens=float(burst), updated_at_s=now_s)
 

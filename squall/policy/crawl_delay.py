@@ -3,7 +3,7 @@
 Seeds 000/001 (StormCrawler ``CrawlDelayPolicy`` behind ``QueueRegulatorBolt``,
 #1979), adapted to squall: there is no RPC to URLFrontier. The host's state is
 a :class:`CrawlDelayState` record in a table, and the owner of the host's
-partition applies each signal with :func:`apply_signal` and writes the result
+partition applies each signal with :func:`observe_crawl_delay` and writes the result
 back only when it is a different object. Hence no in-flight call, no failed-RPC
 floor; what remains is the value rule:
 
@@ -20,7 +20,7 @@ floor; what remains is the value rule:
 Kafka delivers at least once and not always in order, so signals carry the
 time they were observed (``at_s``) and optionally an id; applying a signal
 twice, or an old one after a newer one, changes nothing that ordered delivery
-would not have changed (see :func:`apply_signal`).
+would not have changed (see :func:`observe_crawl_delay`).
 
 Pure: time is passed in (``at_s``, seconds on the caller's clock, which must
 be the same for every signal of a host — Unix time when signals cross workers).
@@ -32,7 +32,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
-
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -67,7 +66,7 @@ class CrawlDelayState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CrawlDelayState":
+    def from_dict(cls, data: Mapping[str, Any]) -> CrawlDelayState:
         """Inverse of :meth:`to_dict`; missing keys are None.
 
         Raises:
@@ -118,7 +117,7 @@ class CrawlDelayConfig:
             raise ValueError(f"decay_s must be a finite number >= 0, got {self.decay_s!r}")
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "CrawlDelayConfig":
+    def from_settings(cls, settings: Settings) -> CrawlDelayConfig:
         """Copy the ``frontier.robots.*`` keys (checked by :mod:`squall.settings.rules`)."""
         return cls(enabled=settings.frontier_robots_crawl_delay_enabled,
                    max_delay_s=settings.frontier_robots_delay_max_secs,
@@ -126,18 +125,18 @@ class CrawlDelayConfig:
 
 
 @overload
-def apply_signal(
+def observe_crawl_delay(
     state: CrawlDelayState, requested_s: float, at_s: float, config: CrawlDelayConfig, signal_id: str | None = None
 ) -> CrawlDelayState: ...
 
 
 @overload
-def apply_signal(
+def observe_crawl_delay(
     state: None, requested_s: float, at_s: float, config: CrawlDelayConfig, signal_id: str | None = None
 ) -> CrawlDelayState | None: ...
 
 
-def apply_signal(
+def observe_crawl_delay(
     state: CrawlDelayState | None,
     requested_s: float,
     at_s: float,

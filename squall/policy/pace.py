@@ -43,13 +43,12 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
 from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
-from squall.policy.crawl_delay import apply_signal as apply_frontier_crawl_delay
+from squall.policy.crawl_delay import observe_crawl_delay
 from squall.policy.records import SignalKind
 
 if TYPE_CHECKING:
@@ -212,7 +211,7 @@ def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) 
         backoff = on_rate_limited(backoff, ended.at_s, config.backoff, rng)
     crawl = state.crawl
     if ended.forwarded_crawl_delay_s is not None:
-        crawl = apply_frontier_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
+        crawl = observe_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
                                            ended.fetch_id)
     new = replace(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
     if not ended.requested:
@@ -249,23 +248,3 @@ def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBac
     since_s = current.backing_off_since_s if current.backing_off_since_s is not None else now_s
     return HostBackoff(attempts=current.attempts, blocked_until_s=max(current.blocked_until_s, until_s),
                        backing_off_since_s=since_s)
-
-
-def to_dict(state: PaceState) -> dict[str, Any]:
-    """JSON-friendly form (stored in the hosts table)."""
-    return {"next_fetch_at_s": state.next_fetch_at_s, "delay_s": state.delay_s,
-            "backoff": state.backoff.to_dict() if state.backoff is not None else None,
-            "crawl": state.crawl.to_dict() if state.crawl is not None else None}
-
-
-def from_dict(data: Mapping[str, Any]) -> PaceState:
-    """Inverse of :func:`to_dict`; missing keys take the defaults.
-
-    Raises:
-        ValueError: a field of the wrong type.
-    """
-    backoff = data.get("backoff")
-    crawl = data.get("crawl")
-    return PaceState(next_fetch_at_s=float(data.get("next_fetch_at_s") or 0.0), delay_s=float(data.get("delay_s") or 0.0),
-                     backoff=HostBackoff.from_dict(backoff) if backoff else None,
-                     crawl=CrawlDelayState.from_dict(crawl) if crawl else None)

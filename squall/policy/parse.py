@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urljoin, urlsplit
@@ -214,7 +215,7 @@ def _resolve_all(base: str, hrefs: Iterable[str]) -> list[str]:
     return out
 
 
-def _result(directives: set[str], **fields: object) -> ParseResult:
+def _result(directives: set[str], **fields: Any) -> ParseResult:
     nofollow = "nofollow" in directives
     noindex = "noindex" in directives
     if nofollow:

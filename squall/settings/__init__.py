@@ -55,7 +55,7 @@ class Settings(SettingsFields, Mapping[str, Any]):
     """
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> "Settings":
+    def from_values(cls, values: Mapping[str, Any]) -> Settings:
         """Build from a complete dotted-key mapping (no check: callers validate first).
 
         Raises:
@@ -86,7 +86,7 @@ class Settings(SettingsFields, Mapping[str, Any]):
     def __len__(self) -> int:
         return len(FIELD_OF)
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "Settings":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """Return a new validated Settings with ``overrides`` (dotted keys) applied.
 
         Raises:
@@ -138,7 +138,7 @@ def _type_name(default: Any) -> str:
     return "list of strings" if isinstance(default, list) else type(default).__name__
 
 
-def _validated(values: dict[str, Any]) -> "Settings":
+def _validated(values: dict[str, Any]) -> Settings:
     from squall.settings import rules
 
     settings = Settings.from_values(values)

@@ -55,7 +55,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.cli.status import clock, duration
-from squall.tools.testsite import Page, RecordingServer, RobotsSpec, SiteSpec, directory_site, generated_site
+from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, directory_site, generated_site
+from squall.tools.testsite import RecordingServer
 
 GENERATED_DELAY_S = 0.2
 SITE_DELAY_S = 0.05

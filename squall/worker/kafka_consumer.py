@@ -22,7 +22,7 @@ Both hooks are private Faust API (``_filter_committable_offsets`` and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
 from faust.transport.drivers import aiokafka as aiokafka_driver
@@ -91,4 +91,4 @@ class Consumer(aiokafka_driver.Consumer):
 class Transport(aiokafka_driver.Transport):
     """Faust's aiokafka transport with :class:`Consumer`."""
 
-    Consumer: Any = Consumer
+    Consumer: ClassVar[Any] = Consumer

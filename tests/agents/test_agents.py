@@ -154,3 +154,30 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent
         await agent.put(key=HOST.encode(), value=b"\x00garbage", partition=P)
     assert len(sent.of(topology.deadletter_topic)) == 2
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
+
+
+# ---------------------------------------------------------------- fetcher shutdown
+
+
+async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
+    from agents import fetcher
+    from squall.net.http import HttpConfig, HttpFetcher
+    from squall.net.warc import WarcWriter
+
+    runtime = fetcher.FetcherRuntime()
+    monkeypatch.setattr(fetcher, "runtime", runtime)
+    runtime.http = await HttpFetcher(HttpConfig.from_settings(topology.settings)).__aenter__()
+    runtime.warc = WarcWriter(tmp_path, "t", 10**6)
+    path = runtime.warc.write_fetch("https://example.com/a", request_headers=[("Host", "example.com")], status=200,
+                                    reason="OK", response_headers=[("Content-Type", "text/html")], body=b"<p>a</p>",
+                                    ip="127.0.0.1", fetched_at_s=time.time(), truncated=False)
+    http = runtime.http
+    await fetcher._close_on_shutdown(None)
+    assert runtime.warc is None and runtime.http is None and http._session is None
+    with path.open("rb") as handle:
+        kinds = [record.rec_type for record in ArchiveIterator(handle)]
+    assert kinds == ["warcinfo", "response", "request"]
+    await fetcher._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice

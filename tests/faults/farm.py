@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from squall.tools.testsite import Page, RobotsSpec, SiteSpec, generated_site
+from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, generated_site
 
 PLAIN = ("127.0.0.40", "127.0.0.41")
 CRAWL_DELAY, RETRY_AFTER, SLOW, ROBOTS_503 = "127.0.0.42", "127.0.0.43", "127.0.0.44", "127.0.0.45"

@@ -1,6 +1,6 @@
 """Fixtures of the integration suite: a recording loopback site and real squall workers.
 
-``site(spec)`` serves a :class:`squall.tools.testsite.SiteSpec` from a background
+``site(spec)`` serves a :class:`squall.tools.site_spec.SiteSpec` from a background
 thread (its own event loop) and records every request at arrival;
 ``crawl(**overrides)`` makes a :class:`squall.tools.harness.Crawl` with its own
 topology id on the test broker and stops its workers afterwards.
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from squall.tools.harness import Crawl
-from squall.tools.testsite import SiteSpec
+from squall.tools.site_spec import SiteSpec
 from squall.tools.testsite import ThreadedSite as ServedSite
 
 # Keys every integration crawl needs: loopback sites must be allowed (SSRF guard) and

@@ -32,7 +32,7 @@ import yaml
 from squall.tools.harness import Crawl
 from squall.tools.kafka_admin import ensure_topics
 from squall.policy.partition import partition_for_key
-from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec
 from squall.policy.topics import all_topics
 
 from .conftest import BASE_OVERRIDES, ServedSite

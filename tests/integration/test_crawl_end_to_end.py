@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from squall.tools.testsite import generated_site
+from squall.tools.site_spec import generated_site
 
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 DELAY_S = 0.4

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from squall.worker.datadir import LOCK_NAME
-from squall.tools.testsite import generated_site
+from squall.tools.site_spec import generated_site
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 

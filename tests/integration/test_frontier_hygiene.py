@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from squall.tools.harness import Crawl
-from squall.tools.testsite import HostSpec, Page, SiteSpec
+from squall.tools.site_spec import HostSpec, Page, SiteSpec
 
 from .conftest import BASE_OVERRIDES, ServedSite
 

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from squall.errors import MessageError
 from squall.tools.kafka_admin import read_topic
 from squall.policy.records import FetchMessage, SignalMessage, StatusMessage
-from squall.tools.testsite import generated_site
+from squall.tools.site_spec import generated_site
 
 HOSTS = ["127.0.0.50", "127.0.0.51"]
 SEED = 20261201

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from squall.tools.testsite import generated_site
+from squall.tools.site_spec import generated_site
 
 HOSTS = [f"127.0.0.{i}" for i in range(2, 10)]
 DELAY_S = 0.5

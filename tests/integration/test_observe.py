@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from squall.tools.harness import Crawl
 from squall.settings import ROOT
-from squall.tools.testsite import generated_site
+from squall.tools.site_spec import generated_site
 
 from .conftest import BASE_OVERRIDES, ServedSite
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec
 
 from .test_politeness import Finished, _gaps, _index, _pages, _run, _status_is, assert_audit_agrees_with_the_server
 

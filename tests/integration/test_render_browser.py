@@ -20,7 +20,7 @@ from squall.policy.parse import parse_html
 from squall.net.render import BrowserPool
 from squall.policy.render_policy import RenderConfig, RenderFailure, RobotsAnswer, judge_request
 from squall.settings import load_settings
-from squall.tools.testsite import Page, RobotsSpec, SiteSpec, spa_host
+from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, spa_host
 
 HOST, OTHER = "127.0.0.2", "127.0.0.3"
 SNEAKY = """

@@ -17,7 +17,7 @@ from typing import Any
 
 from warcio.archiveiterator import ArchiveIterator
 
-from squall.tools.testsite import Page, RobotsSpec, SiteSpec, spa_host
+from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, spa_host
 
 HOST, OTHER = "127.0.0.2", "127.0.0.3"
 DELAY_S = 1.0

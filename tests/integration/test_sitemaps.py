@@ -26,7 +26,7 @@ import time
 
 from aiohttp import web
 
-from squall.tools.testsite import PORT, HostSpec, Page, RobotsSpec, SiteSpec, url
+from squall.tools.site_spec import PORT, HostSpec, Page, RobotsSpec, SiteSpec, url
 
 SM = "127.0.0.30"
 DEF = "127.0.0.31"

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from squall.tools.harness import Crawl
-from squall.tools.testsite import HostSpec, Page, RobotsSpec, SiteSpec
+from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec
 
 from .conftest import BASE_OVERRIDES, ServedSite
 

@@ -27,6 +27,7 @@ from squall.net.http import ACCEPT_ENCODING, HAS_BROTLI, FetchResult, HttpConfig
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.records import Reason
 from squall.settings import DEFAULTS_FILE, Settings, load_settings
+from tests.unit.settings_helper import from_settings
 
 DEFAULTS = yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8"))
 LOOPBACK = ["127.0.0.0/8"]
@@ -276,7 +277,7 @@ async def test_the_content_limit_applies_to_decoded_bytes_of_any_coding(coding: 
 
 
 async def test_connections_use_the_framing_protocol_through_aiohttps_factory_hook():
-    from squall.net.http import _FramingConnector, _FramingProtocol
+    from squall.net.connection import _FramingConnector, _FramingProtocol
 
     connector = _FramingConnector(header_limit=1024)
     try:
@@ -601,8 +602,7 @@ def test_an_out_of_range_http_setting_fails_with_the_key_named(overrides, key):
 
 # ---------------------------------------------------------------- DeclaredLengthFramer (pure)
 
-from squall.net.http import DeclaredLengthFramer  # noqa: E402
-from tests.unit.settings_helper import from_settings
+from squall.net.connection import DeclaredLengthFramer  # noqa: E402
 
 FRAMES = [
     # (what the connection receives, in pieces; bytes kept; bytes dropped)

@@ -9,8 +9,8 @@ import pytest
 from squall.policy.backoff import BackoffConfig, HostBackoff, backoff_delay_s
 from squall.policy.crawl_delay import CrawlDelayConfig
 from squall.errors import ConfigError
-from squall.policy.pace import (FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, from_dict, on_takeover,
-                         to_dict)
+from squall.policy.frontier import HostRecord
+from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, on_takeover
 from squall.policy.records import SignalKind
 from squall.settings import load_settings
 
@@ -182,10 +182,11 @@ def test_a_take_over_never_brings_a_later_start_forward():
 # ---------------------------------------------------------------- storage and settings
 
 
-def test_the_state_round_trips_through_its_dict_form():
+def test_the_state_round_trips_through_the_durable_host_record():
     state = after_fetch(None, ended(SignalKind.RATE_LIMITED, forwarded_crawl_delay_s=4), replace(FORCED, crawl=CRAWL_ON))
-    assert from_dict(to_dict(state)) == replace(state, capped_retry_after=False)
-    assert from_dict({}) == PaceState()
+    stored = HostRecord.from_dict(HostRecord("example.com").with_pace(state).to_dict())
+    assert stored.pace() == replace(state, capped_retry_after=False)
+    assert HostRecord("example.com").pace() == PaceState()
 
 
 def test_the_config_comes_from_the_defaults_file():

@@ -17,9 +17,8 @@ import pytest
 from multidict import CIMultiDict
 
 from squall.policy.parse import parse_html
-from squall.tools.testsite import (
-    HostSpec, Page, RecordingServer, RobotsSpec, SiteSpec, directory_site, generated_site, url,
-)
+from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec, directory_site, generated_site, url
+from squall.tools.testsite import RecordingServer
 
 A, B = "127.0.0.2", "127.0.0.3"
 UA = "squall-test/1.0"
