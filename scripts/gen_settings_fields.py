@@ -89,7 +89,7 @@ def render(text: str) -> str:
             out.append(f'    {name}: {type_name(key, values[key])} = field(metadata={{"key": "{key}"}})')
         elif (section := SECTION.match(line)) and section.group(1):
             comments = []
-            out.append(f"\n    # ---- {section.group(1)}")
+            out.append(("\n" if seen else "") + f"    # ---- {section.group(1)}")
         elif line.startswith("#"):
             comments.append(line[1:].strip())
         elif not line.strip():

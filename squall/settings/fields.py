@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 class SettingsFields:
     """Every configuration key as a typed, read-only attribute (comments from the defaults file)."""
 
-
     # ---- Kafka / topology
     #: Broker address list (host:port,...). $KAFKA_BOOTSTRAP_SERVERS overrides it.
     kafka_bootstrap_servers: str = field(metadata={"key": "kafka.bootstrap.servers"})

@@ -56,37 +56,84 @@ ROBOTS_DELAY_KEY = "robots.crawl.delay"
 
 # Durations (s) and counts that may be 0 but not negative.
 NOT_NEGATIVE = (
-    "fetcher.server.delay", "fetcher.server.min.delay", "fetcher.max.crawl.delay", "frontier.backoff.base.secs",
-    "frontier.backoff.max.secs", "frontier.backoff.ttl.secs", "frontier.tick.interval.secs",
-    "frontier.inflight.timeout.secs", "frontier.robots.delay.decay.secs", "fetcher.server.rate",
-    "frontier.handout.lead.secs", "audit.tolerance.secs", "metrics.hosts.top", "http.robots.refresh.ahead.secs",
-    "http.robots.unreachable.grace.secs", "render.max.requests", "render.shell.max.links", "render.shell.max.text",
-    "render.cache.size", "render.cache.ttl.secs", "kafka.producer.linger.secs",
+    "fetcher.server.delay",
+    "fetcher.server.min.delay",
+    "fetcher.max.crawl.delay",
+    "frontier.backoff.base.secs",
+    "frontier.backoff.max.secs",
+    "frontier.backoff.ttl.secs",
+    "frontier.tick.interval.secs",
+    "frontier.inflight.timeout.secs",
+    "frontier.robots.delay.decay.secs",
+    "fetcher.server.rate",
+    "frontier.handout.lead.secs",
+    "audit.tolerance.secs",
+    "metrics.hosts.top",
+    "http.robots.refresh.ahead.secs",
+    "http.robots.unreachable.grace.secs",
+    "render.max.requests",
+    "render.shell.max.links",
+    "render.shell.max.text",
+    "render.cache.size",
+    "render.cache.ttl.secs",
+    "kafka.producer.linger.secs",
 )
 # Durations (s) that must be > 0.
 POSITIVE = (
-    "http.timeout.connect", "http.timeout.read", "http.timeout.total", "http.robots.retry.base.secs",
-    "frontier.retry.after.max.secs", "kafka.session.timeout.secs", "kafka.outage.log.interval.secs",
-    "kafka.outage.quiet.secs", "partition.ip.cache.secs", "render.timeout", "render.idle.secs",
-    "frontier.tick.resend.secs", "fetcher.queue.full.retry.secs", "metrics.scan.cache.secs", "http.header.limit",
+    "http.timeout.connect",
+    "http.timeout.read",
+    "http.timeout.total",
+    "http.robots.retry.base.secs",
+    "frontier.retry.after.max.secs",
+    "kafka.session.timeout.secs",
+    "kafka.outage.log.interval.secs",
+    "kafka.outage.quiet.secs",
+    "partition.ip.cache.secs",
+    "render.timeout",
+    "render.idle.secs",
+    "frontier.tick.resend.secs",
+    "fetcher.queue.full.retry.secs",
+    "metrics.scan.cache.secs",
+    "http.header.limit",
 )
 # Counts that must be at least 1.
 AT_LEAST_ONE = (
-    "topology.partitions", "fetcher.threads.number", "fetcher.threads.per.queue", "frontier.max.urls.per.bucket",
-    "max.fetch.errors", "http.redirect.max", "topology.replication.factor", "fetcher.server.burst",
-    "topology.web.port", "frontier.handout.ahead", "frontier.signals.remembered", "fetcher.max.pending.urls",
-    "frontier.robots.delay.max.secs", "partition.ip.cache.size", "sitemap.max.urls", "render.pool.size",
-    "urlfilters.max.repeated.segments", "urlfilters.max.length", "parser.title.max.chars", "fetcher.recent.fetch.ids",
+    "topology.partitions",
+    "fetcher.threads.number",
+    "fetcher.threads.per.queue",
+    "frontier.max.urls.per.bucket",
+    "max.fetch.errors",
+    "http.redirect.max",
+    "topology.replication.factor",
+    "fetcher.server.burst",
+    "topology.web.port",
+    "frontier.handout.ahead",
+    "frontier.signals.remembered",
+    "fetcher.max.pending.urls",
+    "frontier.robots.delay.max.secs",
+    "partition.ip.cache.size",
+    "sitemap.max.urls",
+    "render.pool.size",
+    "urlfilters.max.repeated.segments",
+    "urlfilters.max.length",
+    "parser.title.max.chars",
+    "fetcher.recent.fetch.ids",
     "http.robots.cache.lru.size",
 )
 # Limits where -1 means "none" and otherwise at least 0.
 MINUS_ONE_OR_NOT_NEGATIVE = (
-    "http.content.limit", "urlfilters.max.depth", "frontier.max.urls.per.host", "urlfilters.max.query.params",
-    "sitemap.filter.hours.since.modified", "fetcher.max.queue.size",
+    "http.content.limit",
+    "urlfilters.max.depth",
+    "frontier.max.urls.per.host",
+    "urlfilters.max.query.params",
+    "sitemap.filter.hours.since.modified",
+    "fetcher.max.queue.size",
 )
 # Limits where -1 means "none" and otherwise at least 1.
 MINUS_ONE_OR_AT_LEAST_ONE = (
-    "max.rate.limits", "urlfilters.max.repeated.runs", "urlfilters.max.host.segments",
+    "max.rate.limits",
+    "urlfilters.max.repeated.runs",
+    "urlfilters.max.host.segments",
     "urlfilters.max.query.param.copies",
 )
 
@@ -150,8 +197,10 @@ def _validate_choices(settings: Settings) -> None:
     NetworkPolicy.from_settings(settings)  # parses the CIDRs and pins, naming the key of a bad entry
     skip = {t.lower() for t in settings.render_resources_skip}
     if skip - RESOURCE_TYPES:
-        raise ConfigError("render.resources.skip", f"unknown resource types {sorted(skip - RESOURCE_TYPES)}; "
-                                                   f"known: {sorted(RESOURCE_TYPES)}")
+        raise ConfigError(
+            "render.resources.skip",
+            f"unknown resource types {sorted(skip - RESOURCE_TYPES)}; known: {sorted(RESOURCE_TYPES)}",
+        )
     if "document" in skip:
         raise ConfigError("render.resources.skip", "'document' cannot be skipped (the page itself is one)")
     path = settings.sitemap_default_path
@@ -169,5 +218,7 @@ def _validate_robots_pacing(settings: Settings) -> None:
         raise ConfigError("metadata.persist", f"an entry {ROBOTS_DELAY_KEY!r} {why}")
     for pattern in settings.metadata_transfer:
         if key_matches(pattern, ROBOTS_DELAY_KEY):
-            raise ConfigError("metadata.transfer",
-                              f"{pattern!r} matches {ROBOTS_DELAY_KEY!r}: an outlink must never inherit its parent's delay")
+            raise ConfigError(
+                "metadata.transfer",
+                f"{pattern!r} matches {ROBOTS_DELAY_KEY!r}: an outlink must never inherit its parent's delay",
+            )
