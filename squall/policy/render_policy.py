@@ -128,8 +128,8 @@ class RenderConfig:
     skip_types: frozenset[str]
     request_hosts_allow: frozenset[str]
     browser_path: str
-    cache_bytes: int = 0
-    cache_ttl_s: float = 0.0
+    cache_bytes: int
+    cache_ttl_s: float
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RenderConfig":

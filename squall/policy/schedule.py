@@ -68,8 +68,8 @@ class ScheduleConfig:
     fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
     error_interval_s: float | None        # fetchInterval.error; None = never
     max_fetch_errors: int                 # max.fetch.errors
-    max_rate_limits: int | None = None    # max.rate.limits; None = never give up
-    changefreq_revisit: bool = False      # sitemap.changefreq.revisit
+    max_rate_limits: int | None           # max.rate.limits; None = never give up
+    changefreq_revisit: bool              # sitemap.changefreq.revisit
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ScheduleConfig":

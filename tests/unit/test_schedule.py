@@ -22,7 +22,7 @@ from squall.settings import DEFAULTS_FILE, load_settings
 NOW = 1_714_564_800.0  # 2024-05-01 12:00:00 UTC, the fake clock
 MIN = 60.0
 CONFIG = ScheduleConfig(default_interval_s=1440 * MIN, fetch_error_interval_s=120 * MIN,
-                        error_interval_s=None, max_fetch_errors=3)
+                        error_interval_s=None, max_fetch_errors=3, max_rate_limits=None, changefreq_revisit=False)
 URL = "https://example.com/a"
 KEY = "example.com"
 
