@@ -433,3 +433,16 @@ def test_a_value_out_of_range_stops_the_worker_at_import_with_one_line_naming_th
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
     assert done.stderr.startswith(f"squall: configuration error: {key}:")
+
+
+def test_no_from_settings_checks_a_value_itself():
+    """Checks live in squall.settings.rules; a ``from_settings`` copies (NetworkPolicy parses its entries)."""
+    import ast
+
+    raising = []
+    for path in sorted((ROOT / "squall").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "from_settings":
+                if any(isinstance(n, ast.Raise) for n in ast.walk(node)):
+                    raising.append(f"{path.relative_to(ROOT)}")
+    assert raising == ["squall/policy/netsafety.py"]
