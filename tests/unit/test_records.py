@@ -93,7 +93,7 @@ def test_a_field_of_the_wrong_type_is_refused(field, value):
 
 
 def test_integer_times_are_accepted():
-    msg = StatusMessage.from_bytes(encode({"url": "u", "fetched_at_s": 100, "retry_after_s": 160.5}))
+    msg = StatusMessage.from_bytes(encode({"url": "u", "status": "FETCHED", "fetched_at_s": 100, "retry_after_s": 160.5}))
     assert (msg.fetched_at_s, msg.retry_after_s) == (100, 160.5)
 
 
@@ -122,7 +122,7 @@ def test_malformed_metadata_is_refused(metadata):
 
 def test_a_full_status_message_survives_a_round_trip():
     msg = StatusMessage(url="https://example.com/a", status=Status.FETCH_ERROR, depth=2,
-                        metadata={"k": ["v1", "v2"]}, reason=Reason.HTTP_RATE_LIMITED.value, http_status=429,
+                        metadata={"k": ["v1", "v2"]}, reason=Reason.HTTP_RATE_LIMITED, http_status=429,
                         redirect_to="https://example.com/b", fetched_at_s=NOW, seed=True, retry_after_s=NOW + 30,
                         etag='"e"', last_modified="Wed, 01 May 2024 12:00:00 GMT", priority=3, not_modified=True,
                         truncated=True, chain=["https://example.com/"])
@@ -185,8 +185,9 @@ def test_only_final_statuses_are_final():
 def test_a_batch_of_outlinks_survives_a_round_trip_and_lists_every_url():
     msg = StatusMessage(url="https://example.com/a", depth=3, metadata={"k": ["v"]},
                         more_urls=["https://example.com/b", "https://example.com/c"],
-                        rejected={"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}})
+                        rejected={"example.com": {Reason.TRAP_DEPTH: 2}, "other.example": {Reason.SCOPE_REGEX: 1}})
     assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+    assert json.loads(msg.to_bytes())["rejected"] == {"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}}
     assert msg.urls() == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]
 
 

@@ -82,7 +82,7 @@ def test_a_rediscovery_of_a_known_url_returns_the_same_record():
 @pytest.mark.parametrize("redelivered_at", [NOW + 10, NOW + 5])
 def test_a_result_not_newer_than_the_last_fetch_is_a_redelivery_and_changes_nothing(redelivered_at):
     rec = apply(discovered(), result(Status.FETCHED, NOW + 10, http_status=200), CONFIG)
-    again = apply(rec, result(Status.FETCH_ERROR, redelivered_at, reason=Reason.FETCH_TIMEOUT.value), CONFIG)
+    again = apply(rec, result(Status.FETCH_ERROR, redelivered_at, reason=Reason.FETCH_TIMEOUT), CONFIG)
     assert again is rec
 
 
@@ -91,9 +91,9 @@ def test_a_result_not_newer_than_the_last_fetch_is_a_redelivery_and_changes_noth
     [
         result(Status.FETCHED, NOW, http_status=200, etag='"e"'),
         result(Status.REDIRECTION, NOW, http_status=301, redirect_to="https://example.com/b"),
-        result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_TIMEOUT.value),
-        result(Status.FETCH_ERROR, NOW, http_status=429, reason=Reason.HTTP_RATE_LIMITED.value, retry_after_s=NOW + 30),
-        result(Status.ERROR, NOW, http_status=404, reason=Reason.HTTP_NOT_FOUND.value),
+        result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_TIMEOUT),
+        result(Status.FETCH_ERROR, NOW, http_status=429, reason=Reason.HTTP_RATE_LIMITED, retry_after_s=NOW + 30),
+        result(Status.ERROR, NOW, http_status=404, reason=Reason.HTTP_NOT_FOUND),
         result(Status.DISCOVERED, NOW, retry_after_s=NOW + 60),
     ],
     ids=["fetched", "redirection", "fetch_error", "rate_limited", "error", "not_attempted"],
@@ -107,7 +107,7 @@ def test_applying_the_same_result_twice_gives_the_same_record(msg):
 
 
 def test_fetched_schedules_the_revisit_after_the_default_interval_and_resets_fetch_errors():
-    rec = discovered(fetch_errors=2, attempts=2, status=Status.FETCH_ERROR, reason=Reason.FETCH_TIMEOUT.value)
+    rec = discovered(fetch_errors=2, attempts=2, status=Status.FETCH_ERROR, reason=Reason.FETCH_TIMEOUT)
     new = apply(rec, result(Status.FETCHED, NOW + 5, http_status=200), CONFIG)
     assert new.status is Status.FETCHED
     assert new.next_fetch_at_s == NOW + 5 + 1440 * MIN
@@ -167,15 +167,15 @@ def test_fetch_errors_are_counted_with_a_doubling_interval_until_max_fetch_error
     gaps = []
     at = NOW
     for _ in range(3):
-        rec = apply(rec, result(Status.FETCH_ERROR, at, reason=Reason.FETCH_TIMEOUT.value), config)
+        rec = apply(rec, result(Status.FETCH_ERROR, at, reason=Reason.FETCH_TIMEOUT), config)
         assert rec.status is Status.FETCH_ERROR and rec.pending
         gaps.append(rec.next_fetch_at_s - at)
         at = rec.next_fetch_at_s
     assert gaps == [120 * MIN, 240 * MIN, 480 * MIN]
     assert (rec.fetch_errors, rec.attempts) == (3, 3)
-    final = apply(rec, result(Status.FETCH_ERROR, at, reason=Reason.FETCH_TIMEOUT.value), config)
+    final = apply(rec, result(Status.FETCH_ERROR, at, reason=Reason.FETCH_TIMEOUT), config)
     assert final.status is Status.ERROR
-    assert final.reason == Reason.FETCH_TOO_MANY_ERRORS.value
+    assert final.reason == Reason.FETCH_TOO_MANY_ERRORS
     assert (final.fetch_errors, final.attempts) == (4, 4)
     assert final.next_fetch_at_s is None  # fetchInterval.error -1: never
     assert not final.pending
@@ -184,22 +184,22 @@ def test_fetch_errors_are_counted_with_a_doubling_interval_until_max_fetch_error
 def test_too_many_errors_is_retried_after_fetch_interval_error_when_it_is_set():
     config = replace(CONFIG, max_fetch_errors=1, error_interval_s=30 * MIN)
     new = apply(discovered(), result(Status.FETCH_ERROR, NOW, http_status=500,
-                                     reason=Reason.HTTP_SERVER_ERROR.value), config)
-    assert (new.status, new.reason) == (Status.ERROR, Reason.FETCH_TOO_MANY_ERRORS.value)
+                                     reason=Reason.HTTP_SERVER_ERROR), config)
+    assert (new.status, new.reason) == (Status.ERROR, Reason.FETCH_TOO_MANY_ERRORS)
     assert new.next_fetch_at_s == NOW + 30 * MIN
 
 
 def test_a_fetch_error_with_a_later_retry_after_waits_for_it():
-    new = apply(discovered(), result(Status.FETCH_ERROR, NOW, http_status=500, reason=Reason.HTTP_SERVER_ERROR.value,
+    new = apply(discovered(), result(Status.FETCH_ERROR, NOW, http_status=500, reason=Reason.HTTP_SERVER_ERROR,
                                      retry_after_s=NOW + 10_000 * MIN), CONFIG)
     assert new.next_fetch_at_s == NOW + 10_000 * MIN
 
 
 def test_a_success_between_fetch_errors_restarts_the_count():
-    rec = apply(discovered(), result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_DNS.value), CONFIG)
-    rec = apply(rec, result(Status.FETCH_ERROR, NOW + 1, reason=Reason.FETCH_DNS.value), CONFIG)
+    rec = apply(discovered(), result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_DNS), CONFIG)
+    rec = apply(rec, result(Status.FETCH_ERROR, NOW + 1, reason=Reason.FETCH_DNS), CONFIG)
     rec = apply(rec, result(Status.FETCHED, NOW + 2, http_status=200), CONFIG)
-    rec = apply(rec, result(Status.FETCH_ERROR, NOW + 3, reason=Reason.FETCH_DNS.value), CONFIG)
+    rec = apply(rec, result(Status.FETCH_ERROR, NOW + 3, reason=Reason.FETCH_DNS), CONFIG)
     assert (rec.status, rec.fetch_errors) == (Status.FETCH_ERROR, 1)
 
 
@@ -212,7 +212,7 @@ def test_a_rate_limited_answer_is_rescheduled_at_retry_after_and_not_counted_as_
     for i in range(5):  # more than max.fetch.errors: never turns into ERROR
         at = NOW + i * 100
         rec = apply(rec, result(Status.FETCH_ERROR, at, http_status=http_status,
-                                reason=Reason.HTTP_RATE_LIMITED.value, retry_after_s=at + 30), CONFIG)
+                                reason=Reason.HTTP_RATE_LIMITED, retry_after_s=at + 30), CONFIG)
         assert rec.status is Status.DISCOVERED
         assert rec.next_fetch_at_s == at + 30
         assert rec.fetch_errors == 0
@@ -222,14 +222,14 @@ def test_a_rate_limited_answer_is_rescheduled_at_retry_after_and_not_counted_as_
 
 def test_a_rate_limited_answer_without_retry_after_is_due_again_at_once():
     new = apply(discovered(), result(Status.FETCH_ERROR, NOW, http_status=429,
-                                     reason=Reason.HTTP_RATE_LIMITED.value), CONFIG)
+                                     reason=Reason.HTTP_RATE_LIMITED), CONFIG)
     assert new.next_fetch_at_s == NOW
     assert (new.status, new.fetch_errors, new.attempts) == (Status.DISCOVERED, 0, 1)
 
 
 def test_a_rate_limited_answer_keeps_earlier_fetch_errors_as_they_were():
-    rec = apply(discovered(), result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_TIMEOUT.value), CONFIG)
-    new = apply(rec, result(Status.FETCH_ERROR, NOW + 1, http_status=503, reason=Reason.HTTP_RATE_LIMITED.value,
+    rec = apply(discovered(), result(Status.FETCH_ERROR, NOW, reason=Reason.FETCH_TIMEOUT), CONFIG)
+    new = apply(rec, result(Status.FETCH_ERROR, NOW + 1, http_status=503, reason=Reason.HTTP_RATE_LIMITED,
                             retry_after_s=NOW + 60), CONFIG)
     assert (new.status, new.fetch_errors, new.attempts) == (Status.FETCH_ERROR, 1, 2)
     assert new.next_fetch_at_s == NOW + 60
@@ -260,7 +260,7 @@ def test_an_error_counts_an_attempt_only_when_a_request_was_made(http_status, re
 
 def test_an_error_is_retried_after_fetch_interval_error_when_it_is_set():
     config = replace(CONFIG, error_interval_s=60 * MIN)
-    new = apply(discovered(), result(Status.ERROR, NOW, http_status=404, reason=Reason.HTTP_NOT_FOUND.value), config)
+    new = apply(discovered(), result(Status.ERROR, NOW, http_status=404, reason=Reason.HTTP_NOT_FOUND), config)
     assert new.next_fetch_at_s == NOW + 60 * MIN
 
 
@@ -296,7 +296,7 @@ def test_apply_takes_the_persisted_metadata_when_given_and_keeps_the_old_one_oth
 def test_a_url_record_survives_a_json_round_trip():
     rec = UrlRecord(url=URL, key=KEY, status=Status.FETCH_ERROR, depth=2, priority=1, attempts=3, fetch_errors=2,
                     next_fetch_at_s=NOW + 1, last_fetch_at_s=NOW, discovered_at_s=NOW - 5,
-                    reason=Reason.FETCH_TIMEOUT.value, http_status=None, redirect_to=None, etag='"e"',
+                    reason=Reason.FETCH_TIMEOUT, http_status=None, redirect_to=None, etag='"e"',
                     last_modified="d", metadata={"k": ["v1", "v2"]}, chain=["https://example.com/"])
     d = rec.to_dict()
     assert d["status"] == "FETCH_ERROR"
