@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.errors import MessageError
-from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.records import FetchMessage, Reason, ReasonCategory, SignalKind, SignalMessage, Status, StatusMessage
 
 NOW = 1_714_564_800.0  # the fake clock
 
@@ -90,6 +90,75 @@ def test_an_unknown_status_is_refused(status):
 def test_a_field_of_the_wrong_type_is_refused(field, value):
     with pytest.raises(MessageError):
         StatusMessage.from_bytes(encode({"url": "u", field: value}))
+
+
+# Messages as the code before typed reasons encoded them: decoding and encoding again gives the same bytes.
+WIRE = [
+    b'{"url":"https://a.example/x","status":"ERROR","depth":1,"metadata":{},"reason":"robots.denied",'
+    b'"fetched_at_s":1796132010.979,"seed":false,"not_modified":false,"truncated":false,"chain":[]}',
+    b'{"url":"https://a.example/x","status":"DISCOVERED","depth":1,"metadata":{"k":["v"]},"reason":"robots.unavailable",'
+    b'"fetched_at_s":10.5,"seed":false,"retry_after_s":70.5,"not_modified":false,"truncated":false,'
+    b'"chain":["https://a.example/"]}',
+    b'{"url":"https://a.example/a","status":"DISCOVERED","depth":2,"metadata":{},"seed":false,"not_modified":false,'
+    b'"truncated":false,"chain":[],"more_urls":["https://a.example/b"],'
+    b'"rejected":{"a.example":{"trap.depth":2,"scope.regex":1}}}',
+    b'{"url":"https://a.example/a","status":"FETCH_ERROR","depth":0,"metadata":{},"reason":"http.rate_limited",'
+    b'"http_status":429,"fetched_at_s":5,"seed":false,"retry_after_s":65,"not_modified":false,"truncated":false,'
+    b'"chain":[]}',
+]
+
+
+@pytest.mark.parametrize("raw", WIRE, ids=["denied", "unavailable", "batch", "rate_limited"])
+def test_the_wire_format_is_unchanged_and_reasons_decode_to_the_enum(raw):
+    msg = StatusMessage.from_bytes(raw)
+    assert msg.to_bytes() == raw
+    assert msg.reason is None or isinstance(msg.reason, Reason)
+    assert all(isinstance(r, Reason) for counts in msg.rejected.values() for r in counts)
+
+
+@pytest.mark.parametrize("fields", [
+    {"status": "ERROR", "reason": "robots.maybe", "fetched_at_s": 1.0},
+    {"status": "ERROR", "reason": "", "fetched_at_s": 1.0},
+    {"status": "ERROR", "reason": 404, "fetched_at_s": 1.0},
+    {"status": "FETCHED ", "fetched_at_s": 1.0},
+    # DISCOVERED with a fetch time is "not attempted": it must say why, with a not-attempted reason
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "retry_after_s": 5.0},
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "reason": "robots.denied"},
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "reason": "http.rate_limited"},
+])
+def test_an_unknown_reason_or_status_or_an_unexplained_not_attempted_result_is_bad_input(fields):
+    with pytest.raises(MessageError):
+        StatusMessage.from_bytes(encode({"url": "https://example.com/a", **fields}))
+
+
+@pytest.mark.parametrize("reason", [Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED, Reason.FETCH_ADDRESS_CHANGED])
+def test_a_not_attempted_result_decodes_with_its_reason(reason):
+    raw = encode({"url": "u", "status": "DISCOVERED", "fetched_at_s": 1.0, "reason": reason.value})
+    assert StatusMessage.from_bytes(raw).reason is reason
+
+
+def test_every_reason_has_a_category_that_names_its_family():
+    family = {"message": ReasonCategory.INPUT, "url": ReasonCategory.URL, "scope": ReasonCategory.SCOPE,
+              "trap": ReasonCategory.TRAP, "robots": ReasonCategory.ROBOTS, "crawl_delay": ReasonCategory.ROBOTS,
+              "redirect": ReasonCategory.REDIRECT, "http": ReasonCategory.HTTP, "sitemap": ReasonCategory.SITEMAP}
+    for reason in Reason:
+        expected = family.get(reason.value.split(".")[0])
+        if reason.not_attempted and reason is not Reason.ROBOTS_UNAVAILABLE:
+            expected = ReasonCategory.NOT_ATTEMPTED
+        elif reason.value.startswith("fetch."):
+            expected = ReasonCategory.TRANSPORT
+        assert reason.category is expected, reason
+        assert reason.is_url == (reason.category is ReasonCategory.URL)
+        assert reason.is_robots == (reason.category is ReasonCategory.ROBOTS)
+        assert Reason(reason.value) is reason and Reason.parse(reason.value) is reason
+        assert f"{reason}" == reason.value  # formatted as its value in messages for people
+
+
+def test_robots_unavailable_waits_and_robots_denied_only_means_disallowed():
+    assert Reason.ROBOTS_UNAVAILABLE.not_attempted and not Reason.ROBOTS_DENIED.not_attempted
+    assert Reason.ROBOTS_UNAVAILABLE.is_robots and Reason.ROBOTS_DENIED.is_robots
+    assert {r for r in Reason if r.not_attempted} == {Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED,
+                                                      Reason.FETCH_ADDRESS_CHANGED}
 
 
 def test_integer_times_are_accepted():
