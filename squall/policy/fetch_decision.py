@@ -79,11 +79,24 @@ class FetchConfig:
 
 @dataclass(frozen=True)
 class Skip:
-    """No request: the URL ends now with ``status`` / ``reason`` (``retry_after_s``: Unix s, or None)."""
+    """No request: the URL ends now with ``status`` / ``reason`` (``retry_after_s``: Unix s, or None).
+
+    A DISCOVERED skip is "not attempted, due again at ``retry_after_s``" and
+    its reason says why (:attr:`Reason.not_attempted`: ``robots.unavailable``,
+    ``fetch.deferred``, ``fetch.address_changed``); the status updater refuses
+    the pair otherwise.
+
+    Raises:
+        ValueError: DISCOVERED with a reason that is not a "not attempted" one.
+    """
 
     status: Status
     reason: Reason
     retry_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is Status.DISCOVERED and not self.reason.not_attempted:
+            raise ValueError(f"a DISCOVERED skip needs a 'not attempted' reason, got {self.reason.value}")
 
 
 @dataclass(frozen=True)

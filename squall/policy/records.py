@@ -139,16 +139,28 @@ class Reason(StrEnum):
         return self in _NOT_ATTEMPTED
 
     @classmethod
+    def of(cls, value: object) -> "Reason":
+        """The member whose value is ``value`` (what ``Reason(value)`` does, typed for the checker).
+
+        Raises:
+            ValueError: ``value`` is not the value of a member.
+        """
+        if isinstance(value, Reason):
+            return value
+        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        if not isinstance(member, Reason):
+            raise ValueError(f"unknown reason {value!r}")
+        return member
+
+    @classmethod
     def parse(cls, value: object) -> "Reason":
-        """The member whose value is ``value``.
+        """The member whose value is ``value``, for decoding a message.
 
         Raises:
             MessageError: ``value`` is not the value of a member (bad input).
         """
-        if isinstance(value, Reason):
-            return value
         try:
-            return cls(value)
+            return cls.of(value)
         except ValueError:
             raise MessageError(f"unknown reason {value!r}") from None
 
@@ -284,7 +296,7 @@ class StatusMessage:
                         for r, n in counts.items())
                     for key, counts in rejected.items()):
                 raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
-            kwargs["rejected"] = {key: {Reason(r): n for r, n in counts.items()} for key, counts in rejected.items()}
+            kwargs["rejected"] = {key: {Reason.of(r): n for r, n in counts.items()} for key, counts in rejected.items()}
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 
     def urls(self) -> list[str]:

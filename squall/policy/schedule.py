@@ -162,7 +162,7 @@ class UrlRecord:
         d = dict(d)
         d["status"] = Status(d["status"])
         if d.get("reason") is not None:
-            d["reason"] = Reason(d["reason"])
+            d["reason"] = Reason.of(d["reason"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 

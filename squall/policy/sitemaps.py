@@ -302,7 +302,7 @@ def settle_status(msg: StatusMessage) -> StatusMessage:
     if msg.status is not Status.FETCHED or not errors:
         return msg
     try:
-        reason = Reason(errors[0])
+        reason = Reason.of(errors[0])
     except ValueError:
         return msg
     if reason.category is not ReasonCategory.SITEMAP:

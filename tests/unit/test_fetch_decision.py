@@ -14,7 +14,7 @@ from squall.policy.outcome import Outcome
 from squall.policy.pace import PaceConfig, PaceState, after_fetch
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.policy.robots_rules import RobotsConfig, RobotsKind
-from squall.policy.robots_status import RobotsEntry
+from squall.policy.robots_status import RobotsEntry, RobotsFetchOutcome, decide
 from squall.settings import load_settings
 
 NOW = 1_714_564_800.0
@@ -47,6 +47,26 @@ def test_an_unreachable_robots_txt_without_a_retry_time_waits_the_robots_retry_b
     entry = replace(entry, kind=RobotsKind.DISALLOW_ALL, unreachable_since_s=NOW - 5, failures=1, retry_at_s=None)
     decision = before_fetch(MSG, entry, entry.rules(ROBOTS), NOW, CONFIG)
     assert decision.retry_after_s == NOW + 60.0
+
+
+@pytest.mark.parametrize(("answer", "allow_on_403", "expected"), [
+    (503, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),   # unreachable: wait
+    (None, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),  # no answer at all: wait
+    (429, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),
+    (403, False, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),  # a disallow-all chosen for 403: disallowed
+    (200, True, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),   # the rules disallow /a
+])
+def test_unreachable_robots_waits_as_unavailable_and_only_a_disallow_is_denied(answer, allow_on_403, expected):
+    config = replace(CONFIG, robots=replace(ROBOTS, allow_on_403=allow_on_403, allow_on_5xx=False, retry_base_s=60.0))
+    entry = decide(RobotsFetchOutcome(status=answer, body=b"User-agent: *\nDisallow: /a\n"), None, NOW, config.robots)
+    assert before_fetch(MSG, entry, entry.rules(config.robots), NOW, config) == expected
+
+
+@pytest.mark.parametrize("reason", [Reason.ROBOTS_DENIED, Reason.FETCH_TIMEOUT, Reason.HTTP_RATE_LIMITED])
+def test_a_discovered_skip_must_say_why_it_was_not_attempted(reason):
+    with pytest.raises(ValueError):
+        Skip(Status.DISCOVERED, reason, NOW)
+    assert Skip(Status.ERROR, reason).reason is reason
 
 
 def test_a_disallowed_url_ends_in_error_robots_denied():

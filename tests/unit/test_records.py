@@ -151,7 +151,16 @@ def test_every_reason_has_a_category_that_names_its_family():
         assert reason.is_url == (reason.category is ReasonCategory.URL)
         assert reason.is_robots == (reason.category is ReasonCategory.ROBOTS)
         assert Reason(reason.value) is reason and Reason.parse(reason.value) is reason
+        assert Reason.of(reason.value) is reason and Reason.of(reason) is reason
         assert f"{reason}" == reason.value  # formatted as its value in messages for people
+
+
+@pytest.mark.parametrize("value", ["no.such", "FETCH_DNS", "", 3, None])
+def test_looking_up_an_unknown_reason_value_raises(value):
+    with pytest.raises(ValueError):
+        Reason.of(value)
+    with pytest.raises(MessageError):
+        Reason.parse(value)
 
 
 def test_robots_unavailable_waits_and_robots_denied_only_means_disallowed():
