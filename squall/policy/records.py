@@ -59,7 +59,7 @@ class Reason(StrEnum):
 
     category: ReasonCategory
 
-    def __new__(cls, value: str, category: ReasonCategory) -> "Reason":
+    def __new__(cls, value: str, category: ReasonCategory) -> Reason:
         member = str.__new__(cls, value)
         member._value_ = value
         member.category = category
@@ -139,7 +139,7 @@ class Reason(StrEnum):
         return self in _NOT_ATTEMPTED
 
     @classmethod
-    def of(cls, value: object) -> "Reason":
+    def of(cls, value: object) -> Reason:
         """The member whose value is ``value`` (what ``Reason(value)`` does, typed for the checker).
 
         Raises:
@@ -153,7 +153,7 @@ class Reason(StrEnum):
         return member
 
     @classmethod
-    def parse(cls, value: object) -> "Reason":
+    def parse(cls, value: object) -> Reason:
         """The member whose value is ``value``, for decoding a message.
 
         Raises:

@@ -29,7 +29,6 @@ from protego import Protego
 from squall.errors import ConfigError
 
 
-
 class RobotsKind(str, Enum):
     """What a robots decision is (``RobotsRules.kind``, ``RobotsEntry.kind``; the robots table holds the value)."""
 

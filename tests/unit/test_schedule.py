@@ -14,9 +14,9 @@ from squall.policy.records import Reason, Status, StatusMessage
 from squall.policy.schedule import (
     DISCOVERED_PRIORITY,
     SEED_PRIORITY,
+    Incoming,
     ScheduleConfig,
     UrlRecord,
-    Incoming,
     apply,
     kind_of,
     new_record,
@@ -505,9 +505,9 @@ def _status_writes(path) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("UrlRecord", "replace"):
-            if any(k.arg == "status" for k in node.keywords):
-                found.append(f"{path.name}:{node.lineno} {node.func.id}(status=...)")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("UrlRecord", "replace")
+                and any(k.arg == "status" for k in node.keywords)):
+            found.append(f"{path.name}:{node.lineno} {node.func.id}(status=...)")
     return found
 
 
