@@ -54,7 +54,9 @@ class Reason(StrEnum):
     The value (``"robots.denied"``) is what travels in messages and tables;
     :attr:`category` says which family it belongs to (an explicit table, never
     read from the value's prefix). Unknown values are bad input:
-    :meth:`parse` raises :class:`MessageError`.
+    :meth:`parse` raises :class:`MessageError`. A ``StrEnum``: ``str()`` and
+    f-strings give the value, as the plain strings did before (``squall url``
+    prints ``invalid: url.host``, an exception's message starts with it).
     """
 
     category: ReasonCategory
