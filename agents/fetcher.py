@@ -348,7 +348,7 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
     try:
         origin = origin_of(msg.url)
     except InvalidURL as exc:  # a hand-out no frontier would make (a bad message): it ends with its reason
-        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, Reason(exc.reason)), time.time())
+        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, exc.reason), time.time())
         return [status], event_ended, runtime.pace(msg.key, event_ended.at_s)
     address = None
     if BY_IP:
@@ -399,7 +399,7 @@ async def _address_route(msg: FetchMessage) -> Connect | tuple[list[StatusMessag
         statuses = [status]
     else:  # fetch.dns (FETCH_ERROR, retried) or fetch.blocked_address (ERROR); no request was made
         event_ended = fd.ended(msg, SignalKind.OTHER, now, requested=False)
-        statuses = fd.report(msg, classify_failure(route.reason.value), None, now,
+        statuses = fd.report(msg, classify_failure(route.reason), None, now,
                              runtime.pace(msg.key, now), None, None)
     return statuses, event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
 

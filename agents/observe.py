@@ -78,7 +78,7 @@ def observe_fetch(result: FetchResult) -> None:
 
 def observe_result(status: StatusMessage) -> None:
     """Count the status a page fetch ended with (status, reason) and its completion time."""
-    metrics.fetch_results.labels(status=status.status.value, reason=status.reason or "").inc()
+    metrics.fetch_results.labels(status=status.status.value, reason=status.reason.value if status.reason else "").inc()
     if status.status is Status.FETCHED:
         pages.add(time.time())
 

@@ -102,7 +102,7 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
         known = runtime.robots.cached(origin_of(url))
         if known is None or not known[0].is_fresh(time.time()) or known[0].blocks_origin:
             # unknown, stale or unreachable robots.txt: refused, never fetched outside the host's pace
-            return RobotsAnswer.DENIED if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
+            return RobotsAnswer.UNAVAILABLE if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
         return RobotsAnswer.ALLOWED if known[1].allowed(url) else RobotsAnswer.DENIED
 
     def judge(request: SubRequest, sent: int):  # noqa: ANN202

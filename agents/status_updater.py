@@ -32,7 +32,7 @@ from squall.policy.address_key import status_key
 from squall.errors import InvalidURL, MessageError
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import StatusMessage
+from squall.policy.records import Reason, StatusMessage
 from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.policy.scope import ScopeConfig, check
 from squall.policy.sitemaps import is_marked, lastmod_of
@@ -179,7 +179,7 @@ def _handle_by_address(msg: StatusMessage, canon, urls: list[str], value: bytes,
     for key, group in away.items():
         batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
-    rejected: dict[str, Mapping[str, int]] = {}
+    rejected: dict[str, Mapping[Reason, int]] = {}
     for name, counts in msg.rejected.items():
         if partition_for_key(name, PARTITIONS) == partition:
             rejected[name] = counts
@@ -232,7 +232,7 @@ def _single(batch: StatusMessage, url: str) -> bytes:
 
 
 def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
-           rejected: Mapping[str, int] | None = None) -> None:
+           rejected: Mapping[Reason, int] | None = None) -> None:
     """Apply one decoded status message to the tables and the due index, for one partition key.
 
     ``urls``: the message's canonical URLs of partition key ``key`` (one for
@@ -250,7 +250,7 @@ def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
     if rejected:
         counts = dict(host.rejected)
         for reason, n in rejected.items():
-            counts[reason] = counts.get(reason, 0) + n
+            counts[reason.value] = counts.get(reason.value, 0) + n
         host = replace(host, rejected=counts)
     stores: list[UrlRecord] = []
     for url in urls:
@@ -277,7 +277,7 @@ def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: floa
             reason = check(url, depth=msg.depth, host_seeded=host.seeded_for(host_of(url), BY_IP),
                            host_url_count=host.url_count, config=SCOPE)
             if reason is not None:
-                return host.with_rejection(reason.value)
+                return host.with_rejection(reason)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
         host = replace(host, url_count=host.url_count + 1)
         if discovered:

@@ -4,19 +4,26 @@ Hierarchy::
 
     SquallError
     ├── ConfigError            bad or contradictory configuration (names the key)
-    ├── InvalidURL             a URL that cannot be crawled (carries a reason)
+    ├── InvalidURL             a URL that cannot be crawled (carries a Reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
     ├── BrowserMissing         no Chromium executable to render pages with
     ├── DataDirError           the worker's table directory cannot be created or is in use
-    └── FetchError             a fetch that failed (carries a FetchFailure reason)
+    └── FetchError             a fetch that failed (carries a Reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
 aiohttp and Kafka client errors are translated into these at one boundary
 (squall.net.http for fetching, squall.tools.kafka_local for the broker).
+The reasons are :class:`squall.policy.records.Reason` members (a ``str``
+enum: formatted as its value, ``"url.host"``), never free text.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # records imports this module: the enum is only named here, never imported at run time
+    from squall.policy.records import Reason
 
 
 class SquallError(Exception):
@@ -32,9 +39,9 @@ class ConfigError(SquallError):
 
 
 class InvalidURL(SquallError):
-    """A URL that cannot be crawled; ``reason`` is a short machine-readable code, ``detail`` a hint for people."""
+    """A URL that cannot be crawled; ``reason`` is a ``Reason`` (``url.*``), ``detail`` a hint for people."""
 
-    def __init__(self, reason: str, url: str = "", detail: str = "") -> None:
+    def __init__(self, reason: Reason, url: str = "", detail: str = "") -> None:
         self.reason = reason
         self.url = url
         self.detail = detail
@@ -60,9 +67,9 @@ class DataDirError(SquallError):
 
 
 class FetchError(SquallError):
-    """A fetch that failed; ``reason`` is a ``squall.policy.records.Reason`` value."""
+    """A fetch that failed; ``reason`` is a :class:`squall.policy.records.Reason` (transport or ``url.*``)."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: Reason, detail: str = "") -> None:
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}" if detail else reason)

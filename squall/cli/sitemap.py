@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.errors import FetchError
-from squall.policy.records import StatusMessage
+from squall.policy.records import Reason, StatusMessage
 from squall.policy.scope import ScopeConfig, check
 from squall.settings import Settings, load_settings
 from squall.policy.sitemaps import (
@@ -61,8 +61,19 @@ async def _fetch_once(url: str, settings: Settings) -> tuple[bytes, str | None, 
     async with HttpFetcher(HttpConfig.from_settings(loopback)) as http:
         result = await http.fetch(url)
     if result.status != 200:
-        raise FetchError(f"http.{result.status}", f"{url} answered {result.status}")
+        raise FetchError(_answer_reason(result.status), f"{url} answered {result.status}")
     return result.body, result.content_type, result.truncated
+
+
+def _answer_reason(status: int) -> Reason:
+    """The reason a non-200 answer to ``squall sitemap check`` is reported with."""
+    if status in (404, 410):
+        return Reason.HTTP_NOT_FOUND
+    if 400 <= status < 500:
+        return Reason.HTTP_CLIENT_ERROR
+    if 500 <= status < 600:
+        return Reason.HTTP_SERVER_ERROR
+    return Reason.FETCH_PROTOCOL  # a redirect or another status: not the sitemap's body
 
 
 def _describe(msg: StatusMessage) -> str:
@@ -109,7 +120,7 @@ def run_check(source: str, settings: Settings, *, seeded: list[str], depth: int,
     per_host: Counter[str] = Counter()
     for loc, verdict in judge_entries(doc, sitemap_url=base, depth=depth, metadata={LEVEL_KEY: ["0"]},
                                       inherited={}, now_s=time.time(), config=config, normalizer=normalizer):
-        if isinstance(verdict, str):
+        if isinstance(verdict, Reason):
             print(f"refuse {loc} {verdict}", file=out)
             counts["refused"] += 1
             continue

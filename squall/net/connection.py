@@ -66,7 +66,7 @@ class PolicyResolver(AbstractResolver):
         for info_family, _, proto, _, sockaddr in infos:
             address = await self._numeric_host(info_family, sockaddr)
             if check_address(address, self._policy) is not None:
-                raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"{host} resolves to {address}")
+                raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{host} resolves to {address}")
             results.append(ResolveResult(hostname=host, host=address, port=port, family=info_family,
                                          proto=proto, flags=_NUMERIC_FLAGS))
         if not results:

@@ -191,7 +191,7 @@ class Decoder:
         try:
             return self._read(len(self._stages) - 1, size)
         except _DECODE_ERRORS as exc:
-            raise FetchError(Reason.FETCH_PROTOCOL.value,
+            raise FetchError(Reason.FETCH_PROTOCOL,
                              f"body not valid {'/'.join(self.codings)}: {type(exc).__name__}: {exc}") from None
 
     def _read(self, index: int, size: int) -> bytes:

@@ -265,7 +265,7 @@ class HttpFetcher:
             pass
         else:
             if check_address(literal, self.config.network) is not None:
-                raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"address {host}")
+                raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"address {host}")
             return [literal]
         try:
             results = await asyncio.wait_for(self._resolver.resolve(host, port, socket.AF_UNSPEC),
@@ -273,7 +273,7 @@ class HttpFetcher:
         except BlockedAddress:
             raise
         except (OSError, TimeoutError, asyncio.TimeoutError) as exc:  # socket.gaierror is an OSError
-            raise FetchError(Reason.FETCH_DNS.value, f"{host}: {type(exc).__name__}: {exc}") from None
+            raise FetchError(Reason.FETCH_DNS, f"{host}: {type(exc).__name__}: {exc}") from None
         return [r["host"] for r in results]
 
     def _check_header_block(self, response: aiohttp.ClientResponse) -> None:
@@ -281,7 +281,7 @@ class HttpFetcher:
         size = sum(len(k) + len(v) + 4 for k, v in response.raw_headers)  # "k: v\r\n"
         if size > self.config.header_limit:
             response.close()
-            raise FetchError(Reason.FETCH_PROTOCOL.value,
+            raise FetchError(Reason.FETCH_PROTOCOL,
                              f"response headers of {size} bytes exceed http.header.limit {self.config.header_limit}")
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
@@ -313,18 +313,18 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
     try:
         target = URL(url)
     except (ValueError, TypeError) as exc:
-        raise FetchError(Reason.URL_MALFORMED.value, f"{url!r}: {exc}") from None
+        raise FetchError(Reason.URL_MALFORMED, f"{url!r}: {exc}") from None
     if target.scheme not in PROTOCOL_SCHEMES:
-        raise FetchError(Reason.URL_SCHEME.value, url)
+        raise FetchError(Reason.URL_SCHEME, url)
     host = target.raw_host
     if not host:
-        raise FetchError(Reason.URL_HOST.value, url)
+        raise FetchError(Reason.URL_HOST, url)
     try:
         ipaddress.ip_address(host)
     except ValueError:
         return target  # a name: PolicyResolver judges what it resolves to
     if check_address(host, policy) is not None:
-        raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"{url}: address {host}")
+        raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{url}: address {host}")
     return target
 
 
@@ -335,7 +335,7 @@ def _pinned_target(target: URL, address: str, policy: NetworkPolicy) -> tuple[UR
         BlockedAddress: ``address`` is refused by the SSRF guard, or is not an IP address.
     """
     if check_address(address, policy) is not None:
-        raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS.value, f"{target}: address {address}")
+        raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{target}: address {address}")
     name = target.raw_host
     return target.with_host(address.strip("[]")), (name if target.scheme == "https" else None)
 
@@ -354,15 +354,15 @@ def _translate(exc: BaseException, url: str) -> FetchError:
     if isinstance(exc, BlockedAddress):
         return exc
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # ServerTimeoutError is one
-        return FetchError(Reason.FETCH_TIMEOUT.value, detail)
+        return FetchError(Reason.FETCH_TIMEOUT, detail)
     if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc, socket.gaierror):
-        return FetchError(Reason.FETCH_DNS.value, detail)
+        return FetchError(Reason.FETCH_DNS, detail)
     if isinstance(exc, aiohttp.ClientSSLError):
-        return FetchError(Reason.FETCH_PROTOCOL.value, detail)
+        return FetchError(Reason.FETCH_PROTOCOL, detail)
     if isinstance(exc, aiohttp.NonHttpUrlClientError):
-        return FetchError(Reason.URL_SCHEME.value, detail)
+        return FetchError(Reason.URL_SCHEME, detail)
     if isinstance(exc, aiohttp.InvalidURL):
-        return FetchError(Reason.URL_MALFORMED.value, detail)
+        return FetchError(Reason.URL_MALFORMED, detail)
     if isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
-        return FetchError(Reason.FETCH_CONNECTION.value, detail)
-    return FetchError(Reason.FETCH_PROTOCOL.value, detail)  # ClientResponseError, ClientPayloadError, ...
+        return FetchError(Reason.FETCH_CONNECTION, detail)
+    return FetchError(Reason.FETCH_PROTOCOL, detail)  # ClientResponseError, ClientPayloadError, ...

@@ -77,11 +77,24 @@ class FetchConfig:
 
 @dataclass(frozen=True)
 class Skip:
-    """No request: the URL ends now with ``status`` / ``reason`` (``retry_after_s``: Unix s, or None)."""
+    """No request: the URL ends now with ``status`` / ``reason`` (``retry_after_s``: Unix s, or None).
+
+    A DISCOVERED skip is "not attempted, due again at ``retry_after_s``" and
+    its reason says why (:attr:`Reason.not_attempted`: ``robots.unavailable``,
+    ``fetch.deferred``, ``fetch.address_changed``); the status updater refuses
+    the pair otherwise.
+
+    Raises:
+        ValueError: DISCOVERED with a reason that is not a "not attempted" one.
+    """
 
     status: Status
     reason: Reason
     retry_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is Status.DISCOVERED and not self.reason.not_attempted:
+            raise ValueError(f"a DISCOVERED skip needs a 'not attempted' reason, got {self.reason.value}")
 
 
 @dataclass(frozen=True)
@@ -164,7 +177,7 @@ def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessa
 
 def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """The status and pace event of a URL decided without a request."""
-    status = StatusMessage(url=msg.url, status=skip.status, reason=skip.reason.value, depth=msg.depth,
+    status = StatusMessage(url=msg.url, status=skip.status, reason=skip.reason, depth=msg.depth,
                            metadata=msg.metadata, fetched_at_s=now_s, retry_after_s=skip.retry_after_s,
                            chain=msg.chain)
     return status, ended(msg, SignalKind.OTHER, now_s, requested=False)
@@ -177,20 +190,20 @@ def deferred(msg: FetchMessage, until_s: float, now_s: float) -> tuple[StatusMes
 
 def failed_unexpectedly(msg: FetchMessage, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """A bug in the fetch path: the URL is retried later (FETCH_ERROR fetch.protocol); no request is assumed."""
-    status = StatusMessage(url=msg.url, status=Status.FETCH_ERROR, reason=Reason.FETCH_PROTOCOL.value,
+    status = StatusMessage(url=msg.url, status=Status.FETCH_ERROR, reason=Reason.FETCH_PROTOCOL,
                            depth=msg.depth, metadata=msg.metadata, fetched_at_s=now_s, chain=msg.chain)
     # requested=True is the politer assumption: the host waits a delay as if a request was made
     return status, ended(msg, SignalKind.OTHER, now_s, requested=True)
 
 
-def made_request(reason: str) -> bool:
-    """Whether a transport failure with ``reason`` (a :class:`Reason` value) reached the host.
+def made_request(reason: Reason) -> bool:
+    """Whether a transport failure with ``reason`` reached the host.
 
     An address refused by the SSRF guard, or a URL refused before connecting
     (``url.*``), sent nothing; a timeout, a connection or protocol error did
     (or may have: the politer reading).
     """
-    return reason != Reason.FETCH_BLOCKED_ADDRESS.value and not reason.startswith("url.")
+    return reason is not Reason.FETCH_BLOCKED_ADDRESS and not reason.is_url
 
 
 @dataclass(frozen=True)
@@ -227,7 +240,7 @@ def report(msg: FetchMessage, outcome: Outcome, fetched: Fetched | None, at_s: f
         metadata.update(parsed[0])
     own = StatusMessage(
         url=msg.url, status=outcome.status, depth=msg.depth, metadata=metadata,
-        reason=outcome.reason.value if outcome.reason else None, http_status=outcome.http_status,
+        reason=outcome.reason, http_status=outcome.http_status,
         redirect_to=outcome.redirect_to, fetched_at_s=at_s, retry_after_s=retry_after_s,
         etag=fetched.etag if fetched else None, last_modified=fetched.last_modified if fetched else None,
         not_modified=outcome.not_modified, truncated=bool(fetched and fetched.truncated), chain=msg.chain)

@@ -34,6 +34,7 @@ from typing import Any
 from squall.policy.backoff import HostBackoff
 from squall.policy.crawl_delay import CrawlDelayState
 from squall.policy.pace import PaceState
+from squall.policy.records import Reason
 
 INF = float("inf")
 
@@ -134,9 +135,10 @@ class HostRecord:
         held_until = live[places - 1] + inflight_timeout_s if len(live) >= places else 0.0
         return max(held_until, max(self.next_fetch_at_s, self.blocked_until_s) - lead_s)
 
-    def with_rejection(self, reason: str) -> "HostRecord":
+    def with_rejection(self, reason: Reason) -> "HostRecord":
+        """This record with one more rejection for ``reason`` (counted under its value)."""
         counts = dict(self.rejected)
-        counts[reason] = counts.get(reason, 0) + 1
+        counts[reason.value] = counts.get(reason.value, 0) + 1
         return replace(self, rejected=counts)
 
     def with_handout(self, urls: list[str], now_s: float) -> "HostRecord":

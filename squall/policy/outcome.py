@@ -92,17 +92,15 @@ def classify_http(status: int, *, url: str, location: str | None, retry_after: s
     return Outcome(Status.ERROR, SignalKind.OTHER, Reason.FETCH_PROTOCOL, status)
 
 
-def classify_failure(reason: str) -> Outcome:
-    """Classify a transport failure (a :class:`squall.errors.FetchError` reason value)."""
-    if reason == Reason.FETCH_BLOCKED_ADDRESS.value:
-        return Outcome(Status.ERROR, SignalKind.OTHER, Reason.FETCH_BLOCKED_ADDRESS)
-    try:
-        code = Reason(reason)
-    except ValueError:
-        code = Reason.FETCH_PROTOCOL
-    if code.value.startswith("url."):
-        return Outcome(Status.ERROR, SignalKind.OTHER, code)
-    return Outcome(Status.FETCH_ERROR, SignalKind.OTHER, code)
+def classify_failure(reason: Reason) -> Outcome:
+    """Classify a transport failure (the :class:`squall.errors.FetchError` reason).
+
+    ``fetch.blocked_address`` and ``url.*`` (the URL cannot be fetched) are
+    permanent: ERROR. Any other reason is transient: FETCH_ERROR with it.
+    """
+    if reason is Reason.FETCH_BLOCKED_ADDRESS or reason.is_url:
+        return Outcome(Status.ERROR, SignalKind.OTHER, reason)
+    return Outcome(Status.FETCH_ERROR, SignalKind.OTHER, reason)
 
 
 def _redirect(status: int, url: str, location: str | None, chain: list[str], max_redirects: int,
@@ -112,7 +110,7 @@ def _redirect(status: int, url: str, location: str | None, chain: list[str], max
     try:
         target = canonicalize(location, normalizer, base=url)
     except InvalidURL as exc:
-        return Outcome(Status.ERROR, SignalKind.SUCCESS, Reason(exc.reason), status)
+        return Outcome(Status.ERROR, SignalKind.SUCCESS, exc.reason, status)
     if target == url or target in chain:
         return Outcome(Status.ERROR, SignalKind.SUCCESS, Reason.REDIRECT_LOOP, status, redirect_to=target)
     if len(chain) + 1 > max_redirects:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from squall.errors import MessageError
@@ -33,58 +33,141 @@ class Status(str, Enum):
         return self in (Status.FETCHED, Status.REDIRECTION, Status.ERROR)
 
 
-class Reason(str, Enum):
-    """Why a URL was rejected, failed or ended in ERROR (one code per cause)."""
+class ReasonCategory(str, Enum):
+    """The family of a :class:`Reason`: what kind of cause it names (``Reason.category``)."""
+
+    INPUT = "input"                  # a message that could not be decoded
+    URL = "url"                      # a URL that cannot be crawled: refused before any request
+    SCOPE = "scope"                  # outside the crawl's scope (seed 002): a policy rejection
+    TRAP = "trap"                    # a crawler-trap guard (seed 002): a policy rejection
+    ROBOTS = "robots"                # robots.txt and Crawl-delay (RFC 9309, seed 000)
+    REDIRECT = "redirect"            # a redirect that is not followed
+    HTTP = "http"                    # the host answered with an HTTP error
+    TRANSPORT = "transport"          # no usable answer: timeout, DNS, connection, protocol, SSRF guard
+    NOT_ATTEMPTED = "not_attempted"  # handed back to the frontier without a request
+    SITEMAP = "sitemap"              # a sitemap, or one of its entries, that is not used
+
+
+class Reason(StrEnum):
+    """Why a URL was rejected, failed, waits or ended in ERROR (one code per cause).
+
+    The value (``"robots.denied"``) is what travels in messages and tables;
+    :attr:`category` says which family it belongs to (an explicit table, never
+    read from the value's prefix). Unknown values are bad input:
+    :meth:`parse` raises :class:`MessageError`. A ``StrEnum``: ``str()`` and
+    f-strings give the value, as the plain strings did before (``squall url``
+    prints ``invalid: url.host``, an exception's message starts with it).
+    """
+
+    category: ReasonCategory
+
+    def __new__(cls, value: str, category: ReasonCategory) -> Reason:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.category = category
+        return member
 
     # malformed input
-    MESSAGE_INVALID = "message.invalid"
-    URL_MALFORMED = "url.malformed"
-    URL_SCHEME = "url.scheme"
-    URL_HOST = "url.host"
-    URL_USERINFO = "url.userinfo"
-    URL_TOO_LONG = "url.too_long"
+    MESSAGE_INVALID = "message.invalid", ReasonCategory.INPUT
+    URL_MALFORMED = "url.malformed", ReasonCategory.URL
+    URL_SCHEME = "url.scheme", ReasonCategory.URL
+    URL_HOST = "url.host", ReasonCategory.URL
+    URL_USERINFO = "url.userinfo", ReasonCategory.URL
+    URL_TOO_LONG = "url.too_long", ReasonCategory.URL
     # scope and trap guards (seed 002 a–d) — policy rejections, never fetch failures
-    SCOPE_HOST = "scope.host"
-    SCOPE_REGEX = "scope.regex"
-    TRAP_DEPTH = "trap.depth"
-    TRAP_HOST_CAP = "trap.host_cap"
-    TRAP_QUERY_PARAMS = "trap.query_params"
-    TRAP_REPEATED_SEGMENTS = "trap.repeated_segments"
-    TRAP_REPEATED_RUN = "trap.repeated_run"
-    TRAP_HOST_SEGMENT = "trap.host_segment"
-    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param"
+    SCOPE_HOST = "scope.host", ReasonCategory.SCOPE
+    SCOPE_REGEX = "scope.regex", ReasonCategory.SCOPE
+    TRAP_DEPTH = "trap.depth", ReasonCategory.TRAP
+    TRAP_HOST_CAP = "trap.host_cap", ReasonCategory.TRAP
+    TRAP_QUERY_PARAMS = "trap.query_params", ReasonCategory.TRAP
+    TRAP_REPEATED_SEGMENTS = "trap.repeated_segments", ReasonCategory.TRAP
+    TRAP_REPEATED_RUN = "trap.repeated_run", ReasonCategory.TRAP
+    TRAP_HOST_SEGMENT = "trap.host_segment", ReasonCategory.TRAP
+    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param", ReasonCategory.TRAP
     # robots.txt (RFC 9309) and Crawl-delay (seed 000)
-    ROBOTS_DENIED = "robots.denied"          # disallowed by the rules
-    ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt unreachable: complete disallow, the URL waits (§2.3.1.4)
-    CRAWL_DELAY_TOO_LONG = "crawl_delay.too_long"
+    ROBOTS_DENIED = "robots.denied", ReasonCategory.ROBOTS  # disallowed by the rules (ERROR); only that
+    # robots.txt unreachable (5xx, 429, timeout, ...): complete disallow, so the URL is not attempted and
+    # waits for the robots retry (DISCOVERED, RFC 9309 §2.3.1.4); never "denied"
+    ROBOTS_UNAVAILABLE = "robots.unavailable", ReasonCategory.ROBOTS
+    CRAWL_DELAY_TOO_LONG = "crawl_delay.too_long", ReasonCategory.ROBOTS
     # redirects
-    REDIRECT_LOOP = "redirect.loop"
-    REDIRECT_TOO_MANY = "redirect.too_many"
+    REDIRECT_LOOP = "redirect.loop", ReasonCategory.REDIRECT
+    REDIRECT_TOO_MANY = "redirect.too_many", ReasonCategory.REDIRECT
     # HTTP answers
-    HTTP_NOT_FOUND = "http.not_found"
-    HTTP_CLIENT_ERROR = "http.client_error"
-    HTTP_SERVER_ERROR = "http.server_error"
-    HTTP_RATE_LIMITED = "http.rate_limited"
-    HTTP_RATE_LIMITED_TOO_MANY = "http.rate_limited.too_many"  # max.rate.limits consecutive 429/503 answers
+    HTTP_NOT_FOUND = "http.not_found", ReasonCategory.HTTP
+    HTTP_CLIENT_ERROR = "http.client_error", ReasonCategory.HTTP
+    HTTP_SERVER_ERROR = "http.server_error", ReasonCategory.HTTP
+    HTTP_RATE_LIMITED = "http.rate_limited", ReasonCategory.HTTP
+    # max.rate.limits consecutive 429/503 answers
+    HTTP_RATE_LIMITED_TOO_MANY = "http.rate_limited.too_many", ReasonCategory.HTTP
     # transport failures (transient: FETCH_ERROR, retried up to max.fetch.errors)
-    FETCH_TIMEOUT = "fetch.timeout"
-    FETCH_DNS = "fetch.dns"
-    FETCH_CONNECTION = "fetch.connection"
-    FETCH_PROTOCOL = "fetch.protocol"
-    FETCH_BLOCKED_ADDRESS = "fetch.blocked_address"
-    FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors"
+    FETCH_TIMEOUT = "fetch.timeout", ReasonCategory.TRANSPORT
+    FETCH_DNS = "fetch.dns", ReasonCategory.TRANSPORT
+    FETCH_CONNECTION = "fetch.connection", ReasonCategory.TRANSPORT
+    FETCH_PROTOCOL = "fetch.protocol", ReasonCategory.TRANSPORT
+    FETCH_BLOCKED_ADDRESS = "fetch.blocked_address", ReasonCategory.TRANSPORT
+    FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors", ReasonCategory.TRANSPORT
     # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
-    FETCH_DEFERRED = "fetch.deferred"
+    FETCH_DEFERRED = "fetch.deferred", ReasonCategory.NOT_ATTEMPTED
     # not attempted: byIP, the host resolves to another address now; the URL moves to that queue
-    FETCH_ADDRESS_CHANGED = "fetch.address_changed"
+    FETCH_ADDRESS_CHANGED = "fetch.address_changed", ReasonCategory.NOT_ATTEMPTED
     # sitemaps (squall.policy.sitemaps): fetched, but not a usable sitemap
-    SITEMAP_MALFORMED = "sitemap.malformed"
-    SITEMAP_WRONG_TYPE = "sitemap.wrong_type"
-    SITEMAP_TOO_BIG = "sitemap.too_big"
+    SITEMAP_MALFORMED = "sitemap.malformed", ReasonCategory.SITEMAP
+    SITEMAP_WRONG_TYPE = "sitemap.wrong_type", ReasonCategory.SITEMAP
+    SITEMAP_TOO_BIG = "sitemap.too_big", ReasonCategory.SITEMAP
     # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
-    SITEMAP_DUPLICATE = "sitemap.duplicate"
-    SITEMAP_TOO_OLD = "sitemap.too_old"
-    SITEMAP_TOO_DEEP = "sitemap.too_deep"
+    SITEMAP_DUPLICATE = "sitemap.duplicate", ReasonCategory.SITEMAP
+    SITEMAP_TOO_OLD = "sitemap.too_old", ReasonCategory.SITEMAP
+    SITEMAP_TOO_DEEP = "sitemap.too_deep", ReasonCategory.SITEMAP
+
+    @property
+    def is_robots(self) -> bool:
+        """True for the robots.txt / Crawl-delay reasons (denied, unavailable, Crawl-delay too long)."""
+        return self.category is ReasonCategory.ROBOTS
+
+    @property
+    def is_url(self) -> bool:
+        """True for ``url.*``: the URL itself cannot be crawled (refused before any connection)."""
+        return self.category is ReasonCategory.URL
+
+    @property
+    def not_attempted(self) -> bool:
+        """True for a reason that hands a URL back without a request, to wait (a DISCOVERED result).
+
+        ``robots.unavailable`` (robots.txt unreachable, RFC 9309 §2.3.1.4),
+        ``fetch.deferred`` (host blocked beyond the hand-out lead) and
+        ``fetch.address_changed`` (byIP: the host moved to another address).
+        """
+        return self in _NOT_ATTEMPTED
+
+    @classmethod
+    def of(cls, value: object) -> Reason:
+        """The member whose value is ``value`` (what ``Reason(value)`` does, typed for the checker).
+
+        Raises:
+            ValueError: ``value`` is not the value of a member.
+        """
+        if isinstance(value, Reason):
+            return value
+        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        if not isinstance(member, Reason):
+            raise ValueError(f"unknown reason {value!r}")
+        return member
+
+    @classmethod
+    def parse(cls, value: object) -> Reason:
+        """The member whose value is ``value``, for decoding a message.
+
+        Raises:
+            MessageError: ``value`` is not the value of a member (bad input).
+        """
+        try:
+            return cls.of(value)
+        except ValueError:
+            raise MessageError(f"unknown reason {value!r}") from None
+
+
+_NOT_ATTEMPTED = frozenset({Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED, Reason.FETCH_ADDRESS_CHANGED})
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +183,7 @@ class StatusMessage:
 
     Fields: ``url`` (as found; canonicalized by the status updater),
     ``status``, ``depth`` (hops from the seed), ``metadata`` (key → list of
-    strings), ``reason`` (a :class:`Reason` value), ``http_status``,
+    strings), ``reason`` (a :class:`Reason`; on the wire its value), ``http_status``,
     ``redirect_to`` (absolute target of a REDIRECTION), ``fetched_at_s``
     (Unix time, seconds), ``seed`` (true for seeds: their host is in scope),
     ``retry_after_s`` (Unix time before which the URL must not be fetched
@@ -114,16 +197,24 @@ class StatusMessage:
     step sends: one message per partition instead of one per link) is a
     DISCOVERED message whose ``more_urls`` lists the other URLs, sharing
     ``depth`` and ``metadata``; ``rejected`` counts the links the parse step
-    refused, per partition key then per :class:`Reason` value
-    (``{"example.com": {"trap.depth": 2}}``), added to those hosts'
+    refused, per partition key then per :class:`Reason` (on the wire its
+    value: ``{"example.com": {"trap.depth": 2}}``), added to those hosts'
     rejection counts by the status updater.
+
+    What a message means for the URL's record (:func:`squall.policy.schedule.kind_of`):
+    no ``fetched_at_s`` is a discovery (whatever ``status`` says); a
+    ``fetched_at_s`` is a fetcher result — DISCOVERED with a ``fetched_at_s``
+    is the fetcher's "not attempted, due again at ``retry_after_s``", and its
+    ``reason`` must say why (one whose :attr:`Reason.not_attempted` is true:
+    ``robots.unavailable``, ``fetch.deferred``, ``fetch.address_changed``).
+    The wire keeps StormCrawler's status set; the reason carries the meaning.
     """
 
     url: str
     status: Status = Status.DISCOVERED
     depth: int = 0
     metadata: dict[str, list[str]] = field(default_factory=dict)
-    reason: str | None = None
+    reason: Reason | None = None
     http_status: int | None = None
     redirect_to: str | None = None
     fetched_at_s: float | None = None
@@ -136,7 +227,7 @@ class StatusMessage:
     truncated: bool = False
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
-    rejected: dict[str, dict[str, int]] = field(default_factory=dict)
+    rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
     moved: dict[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
@@ -144,9 +235,13 @@ class StatusMessage:
         # built by hand: dataclasses.asdict deep-copies every list and dict (a profile's top entry)
         obj = {name: getattr(self, name) for name in _STATUS_FIELDS}
         obj["status"] = self.status.value
+        if self.reason is not None:
+            obj["reason"] = self.reason.value
         for name in ("more_urls", "rejected"):
             if not obj[name]:
                 del obj[name]
+        if self.rejected:
+            obj["rejected"] = {key: {r.value: n for r, n in counts.items()} for key, counts in self.rejected.items()}
         return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
 
     @classmethod
@@ -155,7 +250,9 @@ class StatusMessage:
 
         Raises:
             MessageError: not JSON, not an object, no string ``url``, unknown
-                status, or a field of the wrong type.
+                status or reason, a field of the wrong type, or a DISCOVERED
+                result (``fetched_at_s`` set) whose reason is not a
+                "not attempted" one.
         """
         obj = _decode_object(raw)
         url = obj.get("url")
@@ -167,7 +264,7 @@ class StatusMessage:
             raise MessageError(f"unknown status {obj.get('status')!r}") from None
         metadata = _metadata(obj.get("metadata", {}))
         kwargs: dict[str, Any] = {}
-        for name, typ in (("depth", int), ("reason", str), ("http_status", int), ("redirect_to", str),
+        for name, typ in (("depth", int), ("http_status", int), ("redirect_to", str),
                           ("fetched_at_s", (int, float)), ("seed", bool), ("retry_after_s", (int, float)),
                           ("etag", str), ("last_modified", str), ("priority", int), ("not_modified", bool),
                           ("truncated", bool), ("chain", list), ("moved", dict)):
@@ -180,6 +277,12 @@ class StatusMessage:
                 if name == "chain" and not all(isinstance(u, str) for u in value):
                     raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
+        if obj.get("reason") is not None:
+            kwargs["reason"] = Reason.parse(obj["reason"])
+        if status is Status.DISCOVERED and kwargs.get("fetched_at_s") is not None and not (
+                kwargs.get("reason") is not None and kwargs["reason"].not_attempted):
+            raise MessageError("a DISCOVERED result (with fetched_at_s) needs a 'not attempted' reason, "
+                               f"got {obj.get('reason')!r}")
         more = obj.get("more_urls")
         if more:
             if not isinstance(more, list) or not all(isinstance(u, str) and u for u in more):
@@ -195,7 +298,7 @@ class StatusMessage:
                         for r, n in counts.items())
                     for key, counts in rejected.items()):
                 raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
-            kwargs["rejected"] = rejected
+            kwargs["rejected"] = {key: {Reason.of(r): n for r, n in counts.items()} for key, counts in rejected.items()}
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 
     def urls(self) -> list[str]:

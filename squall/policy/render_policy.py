@@ -25,7 +25,9 @@ host of ``render.requests.hosts.allow``), the address check of an IP-literal
 host (:func:`squall.policy.netsafety.check_address`; names are judged after the one
 DNS answer by :class:`squall.net.http.PolicyResolver`), robots.txt of the
 request's origin (RFC 9309: it must be known and fresh in squall's cache —
-an unknown one is refused rather than fetched outside the host's pace), and
+an unknown one is refused rather than fetched outside the host's pace, an
+unreachable one refuses as ``robots.unavailable``, a disallowing one as
+``robots.denied``), and
 last the budget: at most ``render.max.requests`` requests leave per page; the
 next one ends the render (``render.budget``).
 """
@@ -80,7 +82,8 @@ class Refusal(str, Enum):
     NAVIGATION = "navigation"            # the page's script navigates the main frame elsewhere
     OTHER_SITE = "other_site"            # not the page's own site nor render.requests.hosts.allow
     BLOCKED_ADDRESS = "blocked_address"  # the SSRF guard (squall.policy.netsafety), before any packet
-    ROBOTS_DENIED = "robots.denied"      # robots.txt of the request's origin disallows it
+    ROBOTS_DENIED = "robots.denied"      # robots.txt of the request's origin disallows it (only that)
+    ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt of the origin unreachable: complete disallow (§2.3.1.4)
     ROBOTS_UNKNOWN = "robots.unknown"    # robots.txt of the origin not known (fresh) to squall
     BUDGET = "budget"                    # render.max.requests already sent: the render ends
     WEBSOCKET = "websocket"              # WebSockets are never connected
@@ -101,7 +104,8 @@ class RobotsAnswer(str, Enum):
     """What squall's robots cache says about one URL."""
 
     ALLOWED = "allowed"
-    DENIED = "denied"
+    DENIED = "denied"            # the rules disallow the URL
+    UNAVAILABLE = "unavailable"  # robots.txt unreachable: nothing of the origin may be fetched (RFC 9309 §2.3.1.4)
     UNKNOWN = "unknown"
 
 
@@ -246,6 +250,8 @@ def judge_request(request: SubRequest, *, page_url: str, config: RenderConfig, m
     answer = robots(request.url)
     if answer is RobotsAnswer.DENIED:
         return Refusal.ROBOTS_DENIED
+    if answer is RobotsAnswer.UNAVAILABLE:
+        return Refusal.ROBOTS_UNAVAILABLE
     if answer is not RobotsAnswer.ALLOWED:
         return Refusal.ROBOTS_UNKNOWN
     if sent >= config.max_requests:

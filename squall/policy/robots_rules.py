@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from protego import Protego
@@ -28,11 +29,14 @@ from protego import Protego
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-# Rules kinds (RobotsRules.kind, RobotsEntry.kind).
-KIND_RULES = "rules"
-KIND_ALLOW_ALL = "allow_all"
-KIND_DISALLOW_ALL = "disallow_all"
-KINDS = (KIND_RULES, KIND_ALLOW_ALL, KIND_DISALLOW_ALL)
+
+class RobotsKind(str, Enum):
+    """What a robots decision is (``RobotsRules.kind``, ``RobotsEntry.kind``; the robots table holds the value)."""
+
+    RULES = "rules"                # a parsed robots.txt text
+    ALLOW_ALL = "allow_all"        # everything allowed (no robots.txt, 4xx: RFC 9309 §2.3.1.3)
+    DISALLOW_ALL = "disallow_all"  # everything disallowed (unreachable §2.3.1.4, or 401/403 when so configured)
+
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
@@ -172,9 +176,9 @@ class RobotsRules:
 
     __slots__ = ("kind", "text", "matched_agent", "_parser", "_crawl_delay_s")
 
-    def __init__(self, kind: str, text: str | None = None, matched_agent: str | None = None,
+    def __init__(self, kind: RobotsKind, text: str | None = None, matched_agent: str | None = None,
                  parser: Protego | None = None, crawl_delay_s: float | None = None) -> None:
-        if kind not in KINDS:
+        if not isinstance(kind, RobotsKind):
             raise ValueError(f"unknown robots rules kind {kind!r}")
         self.kind = kind
         self.text = text
@@ -185,12 +189,12 @@ class RobotsRules:
     @classmethod
     def allow_all(cls) -> "RobotsRules":
         """Rules that allow every URL, no Crawl-delay (RFC 9309 §2.3.1.3: robots.txt unavailable)."""
-        return cls(KIND_ALLOW_ALL)
+        return cls(RobotsKind.ALLOW_ALL)
 
     @classmethod
     def disallow_all(cls) -> "RobotsRules":
         """Rules that disallow every URL (RFC 9309 §2.3.1.4: robots.txt unreachable)."""
-        return cls(KIND_DISALLOW_ALL)
+        return cls(RobotsKind.DISALLOW_ALL)
 
     @classmethod
     def from_text(cls, text: str, agents: Sequence[str]) -> "RobotsRules":
@@ -201,7 +205,7 @@ class RobotsRules:
         matched, lines = _select_group_lines(text, [a.lower() for a in agents])
         parser = Protego.parse("User-agent: *\n" + "\n".join(lines) + "\n") if lines else None
         delay = parser.crawl_delay("*") if parser is not None else None
-        return cls(KIND_RULES, text=text, matched_agent=matched, parser=parser, crawl_delay_s=delay)
+        return cls(RobotsKind.RULES, text=text, matched_agent=matched, parser=parser, crawl_delay_s=delay)
 
     @property
     def crawl_delay_s(self) -> float | None:
@@ -210,9 +214,9 @@ class RobotsRules:
 
     def allowed(self, url: str) -> bool:
         """True if ``url`` (absolute, or a path) may be fetched under these rules (RFC 9309 §2.2.2)."""
-        if self.kind == KIND_ALLOW_ALL:
+        if self.kind is RobotsKind.ALLOW_ALL:
             return True
-        if self.kind == KIND_DISALLOW_ALL:
+        if self.kind is RobotsKind.DISALLOW_ALL:
             return False
         if self._parser is None:
             return True  # no group applies, or an empty one

@@ -24,11 +24,8 @@ from typing import Any
 
 from squall.errors import MessageError
 from squall.policy.robots_rules import (
-    KIND_ALLOW_ALL,
-    KIND_DISALLOW_ALL,
-    KIND_RULES,
-    KINDS,
     RobotsConfig,
+    RobotsKind,
     RobotsRules,
     decode_robots,
     is_truncated,
@@ -63,8 +60,8 @@ class RobotsFetchOutcome:
 class RobotsEntry:
     """The robots decision for one origin, as stored in the robots table (all times Unix seconds).
 
-    ``kind``: ``"rules"`` (``robots_text`` holds the capped text),
-    ``"allow_all"`` or ``"disallow_all"``. ``expires_at_s``: the entry may be
+    ``kind``: a :class:`RobotsKind` — ``RULES`` (``robots_text`` holds the
+    capped text), ``ALLOW_ALL`` or ``DISALLOW_ALL`` (stored as its value). ``expires_at_s``: the entry may be
     used until then (RFC 9309 §2.4: at most ``ttl_s`` after the fetch; for
     an unreachable robots.txt, until the retry). ``unreachable_since_s``:
     first of the current run of failures (None when the last fetch got an
@@ -81,7 +78,7 @@ class RobotsEntry:
     only kept from an answer without redirects.
     """
 
-    kind: str
+    kind: RobotsKind
     robots_text: str | None
     fetched_at_s: float
     expires_at_s: float
@@ -98,18 +95,18 @@ class RobotsEntry:
     _rules_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        if not isinstance(self.kind, RobotsKind):
             raise ValueError(f"unknown robots entry kind {self.kind!r}")
-        if self.kind == KIND_RULES and self.robots_text is None:
+        if self.kind is RobotsKind.RULES and self.robots_text is None:
             raise ValueError("a 'rules' robots entry needs robots_text")
 
     def rules(self, config: RobotsConfig) -> RobotsRules:
         """The rules of this entry for ``config.agents`` (built once per agent list)."""
         cached = self._rules_cache.get(config.agents)
         if cached is None:
-            if self.kind == KIND_ALLOW_ALL:
+            if self.kind is RobotsKind.ALLOW_ALL:
                 cached = RobotsRules.allow_all()
-            elif self.kind == KIND_DISALLOW_ALL:
+            elif self.kind is RobotsKind.DISALLOW_ALL:
                 cached = RobotsRules.disallow_all()
             else:
                 cached = RobotsRules.from_text(self.robots_text or "", config.agents)
@@ -140,13 +137,16 @@ class RobotsEntry:
         """True when robots.txt is unreachable and nothing may be fetched yet: the host's queue waits.
 
         A disallow-all chosen for a 401/403 (``http.robots.403.allow: false``)
-        does not block: its URLs end as ``robots.denied``.
+        does not block: its URLs end as ``robots.denied``. A blocked origin's
+        URLs are not attempted and wait (``robots.unavailable``), never denied.
         """
-        return self.kind == KIND_DISALLOW_ALL and self.unreachable_since_s is not None
+        return self.kind is RobotsKind.DISALLOW_ALL and self.unreachable_since_s is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serializable dict of the stored fields."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        """A JSON-serializable dict of the stored fields (``kind`` as its value)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        d["kind"] = self.kind.value
+        return d
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> "RobotsEntry":
@@ -159,7 +159,7 @@ class RobotsEntry:
             raise MessageError("robots entry must be an object")
         try:
             return cls(
-                kind=str(obj["kind"]),
+                kind=RobotsKind(obj["kind"]),
                 robots_text=_opt_str(obj.get("robots_text")),
                 fetched_at_s=float(obj["fetched_at_s"]),
                 expires_at_s=float(obj["expires_at_s"]),
@@ -290,7 +290,7 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
         if status == 304 and previous is not None and previous.has_validators and previous.last_good_text is not None:
             # Not modified: the copy the validators name is still the robots.txt; its lifetime restarts.
             text = previous.last_good_text
-            return RobotsEntry(kind=KIND_RULES, robots_text=text, fetched_at_s=now_s, expires_at_s=expires_at_s,
+            return RobotsEntry(kind=RobotsKind.RULES, robots_text=text, fetched_at_s=now_s, expires_at_s=expires_at_s,
                                last_good_text=text, last_good_at_s=now_s, http_status=status,
                                truncated=previous.truncated,
                                etag=_header(outcome.headers, "etag") or previous.etag,
@@ -298,15 +298,15 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
         truncated = False
         if 200 <= status < 300:
             text = decode_robots(outcome.body, config.content_limit)
-            kind, robots_text, good = KIND_RULES, text, text
+            kind, robots_text, good = RobotsKind.RULES, text, text
             truncated = outcome.truncated or is_truncated(outcome.body, config.content_limit)
             if outcome.redirects == 0:   # validators of a redirect target do not name this URL's copy
                 validators = {"etag": _header(outcome.headers, "etag"),
                               "last_modified": _header(outcome.headers, "last-modified")}
         elif status in (401, 403) and not config.allow_on_403:
-            kind, robots_text, good = KIND_DISALLOW_ALL, None, _DISALLOW_ALL_TEXT
+            kind, robots_text, good = RobotsKind.DISALLOW_ALL, None, _DISALLOW_ALL_TEXT
         else:  # 3xx after the redirects the fetcher follows (or a 304 with nothing cached), and 4xx
-            kind, robots_text, good = KIND_ALLOW_ALL, None, _ALLOW_ALL_TEXT
+            kind, robots_text, good = RobotsKind.ALLOW_ALL, None, _ALLOW_ALL_TEXT
         return RobotsEntry(kind=kind, robots_text=robots_text, fetched_at_s=now_s, expires_at_s=expires_at_s,
                            last_good_text=good, last_good_at_s=now_s, http_status=status, truncated=truncated,
                            **validators)
@@ -325,7 +325,7 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
                   etag=previous.etag if previous is not None else None,
                   last_modified=previous.last_modified if previous is not None else None)
 
-    if previous is not None and previous.kind != KIND_DISALLOW_ALL and previous.is_fresh(now_s):
+    if previous is not None and previous.kind is not RobotsKind.DISALLOW_ALL and previous.is_fresh(now_s):
         # A cached answer is still within its lifetime: keep it (RFC 9309 §2.4), retry in the background.
         return RobotsEntry(kind=previous.kind, robots_text=previous.robots_text,
                            expires_at_s=previous.expires_at_s, permissive_fallback=previous.permissive_fallback,
@@ -333,14 +333,14 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     if config.allow_on_5xx:
         # Seed 002's permissive choice: never stall the crawl; the caller logs it.
         if last_good_text is not None:
-            return RobotsEntry(kind=KIND_RULES, robots_text=last_good_text, expires_at_s=retry_at_s,
+            return RobotsEntry(kind=RobotsKind.RULES, robots_text=last_good_text, expires_at_s=retry_at_s,
                                permissive_fallback=True, **common)
-        return RobotsEntry(kind=KIND_ALLOW_ALL, robots_text=None, expires_at_s=retry_at_s,
+        return RobotsEntry(kind=RobotsKind.ALLOW_ALL, robots_text=None, expires_at_s=retry_at_s,
                            permissive_fallback=True, **common)
     if last_good_text is not None and now_s - since > config.unreachable_grace_s:
         # Unreachable for longer than the grace (30 days): the cached copy may be used (RFC 9309 §2.3.1.4).
-        return RobotsEntry(kind=KIND_RULES, robots_text=last_good_text, expires_at_s=retry_at_s, **common)
-    return RobotsEntry(kind=KIND_DISALLOW_ALL, robots_text=None, expires_at_s=retry_at_s, **common)
+        return RobotsEntry(kind=RobotsKind.RULES, robots_text=last_good_text, expires_at_s=retry_at_s, **common)
+    return RobotsEntry(kind=RobotsKind.DISALLOW_ALL, robots_text=None, expires_at_s=retry_at_s, **common)
 
 
 class RobotsCache:

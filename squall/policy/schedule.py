@@ -32,14 +32,51 @@ Rules (seed 003: transient vs permanent failures; StormCrawler keys):
   index now names as a sitemap takes the ``isSitemap`` marker (due again if
   it was fetched as a page, or at once after a fetch handed out unmarked).
 * DISCOVERED *with* ``fetched_at_s`` is "not attempted, try again at
-  ``retry_after_s``" (robots.txt unavailable, or a hand-out given back
-  because its host is blocked): the status stays as it was.
+  ``retry_after_s``" (:attr:`Incoming.NOT_ATTEMPTED`): robots.txt
+  unavailable (``robots.unavailable``), a hand-out given back because its
+  host is blocked (``fetch.deferred``) or moved (``fetch.address_changed``).
+  The status stays as it was and no attempt is counted. That is the whole
+  meaning of the pair, decided once: the wire keeps StormCrawler's five
+  statuses (no new status value, so existing messages and tables read the
+  same), :meth:`StatusMessage.from_bytes` refuses the pair without one of
+  those reasons, and :func:`kind_of` names it, so no code tests for it
+  by hand.
+
+The transitions, by record status (any) × :class:`Incoming` kind of the
+message — :func:`apply` is the only code that changes a record's status
+(:func:`new_record` creates it DISCOVERED; the status updater only moves a
+record to a new key, byIP):
+
+==================  ===================  =====================  ==================================
+incoming            to status            reason                 next fetch at
+==================  ===================  =====================  ==================================
+DISCOVERY           unchanged            unchanged              unchanged (sitemap news aside)
+NOT_ATTEMPTED       unchanged            the message's          ``retry_after_s``, else the time
+FETCHED             FETCHED              the message's (none)   + revisit interval (None: never)
+REDIRECTION         REDIRECTION          the message's (none)   + ``fetchInterval.default``
+RATE_LIMITED        unchanged            http.rate_limited      ``retry_after_s``, else the time
+ (the max.rate.     ERROR                http.rate_limited      + ``fetchInterval.error``
+ limits-th)                               .too_many
+FETCH_ERROR         FETCH_ERROR          the message's          + ``fetchInterval.fetch.error``
+                                                                × 2^(errors−1), ≥ ``retry_after_s``
+ (the max.fetch.    ERROR                fetch.too_many_errors  + ``fetchInterval.error``
+ errors-th)
+ERROR               ERROR                the message's          + ``fetchInterval.error``
+==================  ===================  =====================  ==================================
+
+Every result counts one attempt except NOT_ATTEMPTED and an ERROR without
+``http_status`` (a policy rejection: no request was made); FETCHED and
+REDIRECTION reset ``fetch_errors`` and ``rate_limits``. A result whose
+``fetched_at_s`` is not newer than the record's last one changes nothing,
+whatever its kind. ``tests/unit/test_schedule.py`` checks every cell, from
+each of the five statuses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from squall.policy.records import Reason, Status, StatusMessage
@@ -90,7 +127,8 @@ class UrlRecord:
     ``attempts`` counts requests made for this URL, ``fetch_errors`` the
     consecutive transient failures, ``rate_limits`` the consecutive
     rate-limited answers (429/503). ``chain`` is the redirect chain that led
-    here (oldest first).
+    here (oldest first). ``status`` and ``reason`` are enums; the table holds
+    their values (:meth:`to_dict`).
     """
 
     url: str
@@ -104,7 +142,7 @@ class UrlRecord:
     next_fetch_at_s: float | None = None
     last_fetch_at_s: float | None = None
     discovered_at_s: float = 0.0
-    reason: str | None = None
+    reason: Reason | None = None
     http_status: int | None = None
     redirect_to: str | None = None
     etag: str | None = None
@@ -116,12 +154,21 @@ class UrlRecord:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
+        d["reason"] = None if self.reason is None else self.reason.value
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "UrlRecord":
+        """Rebuild a record from :meth:`to_dict` output (unknown fields are ignored).
+
+        Raises:
+            ValueError: an unknown status or reason value.
+            KeyError: no status.
+        """
         d = dict(d)
         d["status"] = Status(d["status"])
+        if d.get("reason") is not None:
+            d["reason"] = Reason.of(d["reason"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -138,48 +185,75 @@ def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata
                      discovered_at_s=now_s, metadata=metadata, chain=list(msg.chain))
 
 
+class Incoming(Enum):
+    """What a status message is for a known URL's record: the columns of the transition table."""
+
+    DISCOVERY = "discovery"          # no fetched_at_s: the URL was found (again), whatever the status
+    NOT_ATTEMPTED = "not_attempted"  # DISCOVERED with fetched_at_s: handed back without a request
+    FETCHED = "fetched"
+    REDIRECTION = "redirection"
+    RATE_LIMITED = "rate_limited"    # FETCH_ERROR http.rate_limited: a rate signal, not a failure
+    FETCH_ERROR = "fetch_error"      # any other FETCH_ERROR: a transient failure, counted
+    ERROR = "error"                  # permanent (404/410, robots denial, policy rejection, redirect loop, ...)
+
+
+_BY_STATUS = {Status.DISCOVERED: Incoming.NOT_ATTEMPTED, Status.FETCHED: Incoming.FETCHED,
+              Status.REDIRECTION: Incoming.REDIRECTION, Status.FETCH_ERROR: Incoming.FETCH_ERROR,
+              Status.ERROR: Incoming.ERROR}
+
+
+def kind_of(msg: StatusMessage) -> Incoming:
+    """The :class:`Incoming` kind of ``msg`` (see the module table)."""
+    if msg.fetched_at_s is None:
+        return Incoming.DISCOVERY
+    if msg.status is Status.FETCH_ERROR and msg.reason is Reason.HTTP_RATE_LIMITED:
+        return Incoming.RATE_LIMITED
+    return _BY_STATUS[msg.status]
+
+
 def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
           metadata: dict[str, list[str]] | None = None) -> UrlRecord:
-    """Apply one fetcher result to ``record``; returns ``record`` itself when nothing changes.
+    """The one transition function: ``record`` after ``msg``; ``record`` itself when nothing changes.
 
     ``metadata`` is the record's metadata after ``metadata.persist`` was
     applied (None keeps it). Plain DISCOVERED messages for a known URL return
-    ``record`` unchanged.
+    ``record`` unchanged. Rules: the module table, by :func:`kind_of`.
     """
-    at = msg.fetched_at_s
-    if at is None:
+    kind = kind_of(msg)
+    if kind is Incoming.DISCOVERY:
         return _listed_again(record, msg)  # a rediscovery: exact dedup, unless a sitemap says it changed
+    at = msg.fetched_at_s
+    assert at is not None
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
     base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta,
                    truncated=msg.truncated)
-    if msg.status is Status.DISCOVERED:  # not attempted (robots.txt unavailable): wait and try again
+    if kind is Incoming.NOT_ATTEMPTED:  # robots.txt unavailable, deferred or moved: wait and try again
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
-    if msg.status is Status.FETCHED:
+    if kind is Incoming.FETCHED:
         return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0, rate_limits=0,
                        next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
                        etag=msg.etag or (record.etag if msg.not_modified else None),
                        last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
-    if msg.status is Status.REDIRECTION:
+    if kind is Incoming.REDIRECTION:
         return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0, rate_limits=0,
                        redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
-    if msg.status is Status.FETCH_ERROR:
-        if msg.reason == Reason.HTTP_RATE_LIMITED.value:
-            # a rate signal, not a failure of this URL: reschedule when the host's block ends
-            limits = record.rate_limits + 1
-            if config.max_rate_limits is not None and limits >= config.max_rate_limits:
-                return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
-                               reason=Reason.HTTP_RATE_LIMITED_TOO_MANY.value,
-                               next_fetch_at_s=_after(at, config.error_interval_s))
-            return replace(base, status=Status.DISCOVERED if record.status is Status.DISCOVERED else record.status,
-                           attempts=attempts, rate_limits=limits,
-                           next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+    if kind is Incoming.RATE_LIMITED:
+        # a rate signal, not a failure of this URL: reschedule when the host's block ends
+        limits = record.rate_limits + 1
+        if config.max_rate_limits is not None and limits >= config.max_rate_limits:
+            return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
+                           reason=Reason.HTTP_RATE_LIMITED_TOO_MANY,
+                           next_fetch_at_s=_after(at, config.error_interval_s))
+        return replace(base, attempts=attempts, rate_limits=limits,
+                       next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+    if kind is Incoming.FETCH_ERROR:
         errors = record.fetch_errors + 1
         if errors >= config.max_fetch_errors:
             return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,
-                           reason=Reason.FETCH_TOO_MANY_ERRORS.value,
+                           reason=Reason.FETCH_TOO_MANY_ERRORS,
                            next_fetch_at_s=_after(at, config.error_interval_s))
         interval = None if config.fetch_error_interval_s is None else config.fetch_error_interval_s * 2 ** (errors - 1)
         next_at = _after(at, interval)

@@ -205,10 +205,10 @@ def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata:
         no = refused.get(partition, [])
         if not urls:
             urls, no = [no[0][0]], no[1:]
-        counts: dict[str, dict[str, int]] = {}
+        counts: dict[str, dict[Reason, int]] = {}
         for _, key, reason in no:
             per_key = counts.setdefault(key, {})
-            per_key[reason.value] = per_key.get(reason.value, 0) + 1
+            per_key[reason] = per_key.get(reason, 0) + 1
         out.append(StatusMessage(url=urls[0], depth=depth, metadata=metadata, more_urls=urls[1:], rejected=counts))
     return out
 

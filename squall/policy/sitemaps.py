@@ -35,7 +35,7 @@ from urllib.parse import urljoin
 from protego import Protego
 
 from squall.errors import InvalidURL
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import Reason, ReasonCategory, Status, StatusMessage
 from squall.policy.sitemap_reader import (
     CHANGEFREQ_S,
     SitemapDocument,
@@ -192,7 +192,7 @@ def _level(metadata: Mapping[str, Sequence[str]]) -> int:
 
 def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
                   inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
-                  normalizer: NormalizerConfig) -> Iterator[tuple[str, StatusMessage | str]]:
+                  normalizer: NormalizerConfig) -> Iterator[tuple[str, StatusMessage | Reason]]:
     """``(loc, message or refusal reason)`` for each entry of ``doc``, in order; see :func:`listed_statuses`.
 
     A refusal is ``url.*`` (from :func:`squall.policy.urls.canonicalize`),
@@ -209,22 +209,22 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
             yield entry.loc, exc.reason
             continue
         except ValueError:
-            yield entry.loc, Reason.URL_MALFORMED.value
+            yield entry.loc, Reason.URL_MALFORMED
             continue
         if url in seen:
-            yield entry.loc, Reason.SITEMAP_DUPLICATE.value
+            yield entry.loc, Reason.SITEMAP_DUPLICATE
             continue
         seen.add(url)
         if doc.kind == "index":
             if child_level > config.max_nesting:
-                yield entry.loc, Reason.SITEMAP_TOO_DEEP.value
+                yield entry.loc, Reason.SITEMAP_TOO_DEEP
                 continue
             yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY, metadata={
                 **inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]})
             continue
         lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
         if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
-            yield entry.loc, Reason.SITEMAP_TOO_OLD.value
+            yield entry.loc, Reason.SITEMAP_TOO_OLD
             continue
         meta = dict(inherited)
         if lastmod is not None:
@@ -266,7 +266,7 @@ def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metad
                                     inherited=inherited, now_s=now_s, config=config, normalizer=normalizer):
         if isinstance(verdict, StatusMessage):
             out.append(verdict)
-        elif verdict != Reason.SITEMAP_DUPLICATE.value:
+        elif verdict is not Reason.SITEMAP_DUPLICATE:
             dropped += 1
     recorded = {"parse.sitemap.kind": [doc.kind or "none"], "parse.sitemap.urls": [str(len(out))],
                 "parse.sitemap.dropped": [str(dropped)]}
@@ -280,12 +280,20 @@ def settle_status(msg: StatusMessage) -> StatusMessage:
 
     The HTTP fetch worked, but the sitemap is unusable: it ends with a
     reason (StormCrawler's SiteMapParserBolt emits ERROR too); any other
-    message is returned unchanged.
+    message is returned unchanged, and so is one whose ``parse.sitemap.error``
+    is not a ``sitemap.*`` :class:`Reason` value (metadata from outside, not
+    the parse step's: it names no reason).
     """
     errors = msg.metadata.get(ERROR_KEY)
     if msg.status is not Status.FETCHED or not errors:
         return msg
-    return replace(msg, status=Status.ERROR, reason=errors[0])
+    try:
+        reason = Reason.of(errors[0])
+    except ValueError:
+        return msg
+    if reason.category is not ReasonCategory.SITEMAP:
+        return msg
+    return replace(msg, status=Status.ERROR, reason=reason)
 
 
 def lastmod_of(metadata: Mapping[str, Sequence[str]]) -> float | None:

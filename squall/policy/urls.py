@@ -125,13 +125,13 @@ def canonicalize(url: str, config: NormalizerConfig, base: str | None = None, *,
             ``config.max_length``). Nothing else is raised.
     """
     if not isinstance(url, str):
-        raise InvalidURL(Reason.URL_MALFORMED.value, repr(url))
+        raise InvalidURL(Reason.URL_MALFORMED, repr(url))
     try:
         return _canonicalize(url, config, base, seed)
     except InvalidURL:
         raise
     except (ValueError, UnicodeError) as exc:   # port out of range, bad IPv6 brackets, IDNA failures
-        raise InvalidURL(Reason.URL_MALFORMED.value, url) from exc
+        raise InvalidURL(Reason.URL_MALFORMED, url) from exc
 
 
 class CanonicalCache:
@@ -173,23 +173,23 @@ def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bo
         text = urljoin(base.strip(), text)   # RFC 3986 §5.2 reference resolution
     scheme, sep, _ = text.partition(":")
     if not sep or not _SCHEME_RE.fullmatch(scheme):
-        raise InvalidURL(Reason.URL_MALFORMED.value, url)
+        raise InvalidURL(Reason.URL_MALFORMED, url)
     scheme = scheme.lower()
     if scheme not in config.schemes:
-        raise InvalidURL(Reason.URL_SCHEME.value, url)
+        raise InvalidURL(Reason.URL_SCHEME, url)
 
     text = _clean_authority(text, url, seed)
     parts = urlsplit(safe_url_string(text))   # w3lib: browser-like parsing, UTF-8 escapes
     if "@" in parts.netloc:
-        raise InvalidURL(Reason.URL_HOST.value, url)   # "@" decoded from the host: never reached, kept as a guard
+        raise InvalidURL(Reason.URL_HOST, url)   # "@" decoded from the host: never reached, kept as a guard
     netloc = _netloc(parts, scheme, url)
     path = _remove_dot_segments(_normalize_escapes(parts.path or "/"))
     if not path.startswith("/"):
-        raise InvalidURL(Reason.URL_MALFORMED.value, url)
+        raise InvalidURL(Reason.URL_MALFORMED, url)
     query = _query(parts.query, config)
     canonical = f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
     if len(canonical) > config.max_length:
-        raise InvalidURL(Reason.URL_TOO_LONG.value, url)
+        raise InvalidURL(Reason.URL_TOO_LONG, url)
     return canonical
 
 
@@ -208,7 +208,7 @@ def _clean_authority(text: str, url: str, seed: bool) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         if seed:
-            raise InvalidURL(Reason.URL_USERINFO.value, url,
+            raise InvalidURL(Reason.URL_USERINFO, url,
                              "a seed must not carry user:password@: a credential in a seed list is refused; "
                              "links with userinfo are crawled without it")
         netloc = netloc.rpartition("@")[2]
@@ -235,9 +235,9 @@ def idna_host(host: str, url: str = "") -> str:
         try:
             host = unquote(host, errors="strict")
         except UnicodeDecodeError:
-            raise InvalidURL(Reason.URL_HOST.value, url) from None
+            raise InvalidURL(Reason.URL_HOST, url) from None
         if _FORBIDDEN_HOST.search(host):
-            raise InvalidURL(Reason.URL_HOST.value, url)
+            raise InvalidURL(Reason.URL_HOST, url)
     if host.isascii():
         return host
     try:
@@ -245,7 +245,7 @@ def idna_host(host: str, url: str = "") -> str:
         return ".".join(label if label.isascii() else idna.alabel(label).decode("ascii")
                         for label in mapped.split("."))
     except (idna.IDNAError, UnicodeError, ValueError):
-        raise InvalidURL(Reason.URL_HOST.value, url) from None
+        raise InvalidURL(Reason.URL_HOST, url) from None
 
 
 def _netloc(parts: SplitResult, scheme: str, url: str) -> str:
@@ -260,27 +260,27 @@ def _netloc(parts: SplitResult, scheme: str, url: str) -> str:
 def _valid_host(parts: SplitResult, url: str) -> str:
     hostname = parts.hostname   # lower-cased by urllib, brackets removed
     if not hostname:
-        raise InvalidURL(Reason.URL_HOST.value, url)
+        raise InvalidURL(Reason.URL_HOST, url)
     if parts.netloc.startswith("["):
         try:
             address = ipaddress.IPv6Address(hostname)
         except ValueError:
-            raise InvalidURL(Reason.URL_HOST.value, url) from None
+            raise InvalidURL(Reason.URL_HOST, url) from None
         if address.scope_id is not None:   # a zone id ("%25eth0") names a local interface
-            raise InvalidURL(Reason.URL_HOST.value, url)
+            raise InvalidURL(Reason.URL_HOST, url)
         return f"[{address.compressed}]"                   # RFC 5952 text form
     host = hostname[:-1] if hostname.endswith(".") else hostname
     labels = host.split(".")
     if len(host) > _MAX_HOST_LENGTH or not all(_LABEL_RE.fullmatch(label) for label in labels):
-        raise InvalidURL(Reason.URL_HOST.value, url)
+        raise InvalidURL(Reason.URL_HOST, url)
     if labels[-1].isdigit():
         # a host ending in a number is an IPv4 address or nothing (URL living standard)
         if not _IPV4_RE.fullmatch(host):
-            raise InvalidURL(Reason.URL_HOST.value, url)
+            raise InvalidURL(Reason.URL_HOST, url)
         try:
             ipaddress.IPv4Address(host)
         except ValueError:
-            raise InvalidURL(Reason.URL_HOST.value, url) from None
+            raise InvalidURL(Reason.URL_HOST, url) from None
     return host
 
 
@@ -344,9 +344,9 @@ def host_of(canonical_url: str) -> str:
     try:
         host = urlsplit(canonical_url.strip()).hostname
     except ValueError:
-        raise InvalidURL(Reason.URL_MALFORMED.value, canonical_url) from None
+        raise InvalidURL(Reason.URL_MALFORMED, canonical_url) from None
     if not host:
-        raise InvalidURL(Reason.URL_HOST.value, canonical_url)
+        raise InvalidURL(Reason.URL_HOST, canonical_url)
     return host
 
 
@@ -364,10 +364,10 @@ def origin_of(url: str) -> str:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError:
-        raise InvalidURL(Reason.URL_MALFORMED.value, url) from None
+        raise InvalidURL(Reason.URL_MALFORMED, url) from None
     host = parts.hostname
     if not parts.scheme or not host:
-        raise InvalidURL(Reason.URL_HOST.value, url)
+        raise InvalidURL(Reason.URL_HOST, url)
     scheme = parts.scheme.lower()
     if ":" in host:
         host = f"[{host}]"

@@ -85,7 +85,13 @@ async def test_the_status_updater_routes_a_message_from_another_partitioner_to_i
     assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [(HOST.encode(), P)]
 
 
-@pytest.mark.parametrize("value", [b"not json", b'{"url": "ftp://x/"}', b'{"no": "url"}', b"\xff\xfe"])
+@pytest.mark.parametrize("value", [
+    b"not json", b'{"url": "ftp://x/"}', b'{"no": "url"}', b"\xff\xfe",
+    # an unknown reason or status value, and a "not attempted" result that does not say why: bad input
+    b'{"url": "https://example.com/a", "status": "ERROR", "reason": "robots.maybe", "fetched_at_s": 1.0}',
+    b'{"url": "https://example.com/a", "status": "LOST", "fetched_at_s": 1.0}',
+    b'{"url": "https://example.com/a", "status": "DISCOVERED", "fetched_at_s": 1.0, "retry_after_s": 9.0}',
+])
 async def test_the_status_updater_dead_letters_bad_input_and_goes_on(sent: Sent, value: bytes) -> None:
     async with status_updater.test_context() as agent:
         await agent.put(key=b"k", value=value, partition=P)

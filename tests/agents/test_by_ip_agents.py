@@ -98,7 +98,7 @@ async def test_an_unresolved_host_is_resolved_off_the_loop_then_routed(by_ip: Ad
 async def test_an_unresolvable_host_is_keyed_by_its_own_name(by_ip: AddressCache, sent: Sent,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     async def resolve(host: str, port: int) -> list[str]:
-        raise FetchError(Reason.FETCH_DNS.value, host)
+        raise FetchError(Reason.FETCH_DNS, host)
 
     monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
     async with status_updater.test_context() as agent:
@@ -141,8 +141,8 @@ def _hand_out(key: str) -> FetchMessage:
 
 
 @pytest.mark.parametrize("answer, key, status, reason", [
-    (FetchError(Reason.FETCH_DNS.value, HOST), HOST, "FETCH_ERROR", "fetch.dns"),          # retried later
-    (FetchError(Reason.FETCH_DNS.value, HOST), OLD_IP, "FETCH_ERROR", "fetch.dns"),
+    (FetchError(Reason.FETCH_DNS, HOST), HOST, "FETCH_ERROR", "fetch.dns"),          # retried later
+    (FetchError(Reason.FETCH_DNS, HOST), OLD_IP, "FETCH_ERROR", "fetch.dns"),
     ([NEW_IP], OLD_IP, "DISCOVERED", "fetch.address_changed"),                            # moves, unattempted
     ([NEW_IP], HOST, "DISCOVERED", "fetch.address_changed"),                              # resolvable again
 ])

@@ -100,7 +100,7 @@ def test_an_unknown_coding_is_passed_through_undecoded() -> None:
 def test_garbage_in_a_coding_is_a_protocol_failure(header: str) -> None:
     with pytest.raises(FetchError) as caught:
         decode_all(header, b"\x1f\x8b this is not compressed at all" * 10)
-    assert caught.value.reason == Reason.FETCH_PROTOCOL.value
+    assert caught.value.reason == Reason.FETCH_PROTOCOL
 
 
 @pytest.mark.parametrize("header", ["gzip", "br", "zstd", "gzip, gzip", "gzip, br"])

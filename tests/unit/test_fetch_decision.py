@@ -13,8 +13,8 @@ from squall.policy.fetch_decision import (FetchConfig, Fetched, Go, Skip, before
 from squall.policy.outcome import Outcome
 from squall.policy.pace import PaceConfig, PaceState, after_fetch
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
-from squall.policy.robots_rules import KIND_RULES, RobotsConfig
-from squall.policy.robots_status import RobotsEntry
+from squall.policy.robots_rules import RobotsConfig, RobotsKind
+from squall.policy.robots_status import RobotsEntry, RobotsFetchOutcome, decide
 from squall.settings import load_settings
 
 NOW = 1_714_564_800.0
@@ -28,7 +28,7 @@ MSG = FetchMessage(url="https://example.com/a", key="example.com", depth=1, meta
 
 
 def robots(text: str = "User-agent: *\nAllow: /\n", **kw) -> tuple[RobotsEntry, object]:
-    entry = RobotsEntry(kind=KIND_RULES, robots_text=text, fetched_at_s=NOW - 10, expires_at_s=NOW + 3600, **kw)
+    entry = RobotsEntry(kind=RobotsKind.RULES, robots_text=text, fetched_at_s=NOW - 10, expires_at_s=NOW + 3600, **kw)
     return entry, entry.rules(ROBOTS)
 
 
@@ -37,16 +37,36 @@ def robots(text: str = "User-agent: *\nAllow: /\n", **kw) -> tuple[RobotsEntry, 
 
 def test_an_unreachable_robots_txt_skips_the_url_until_the_robots_retry():
     entry, rules = robots()
-    entry = replace(entry, kind="disallow_all", unreachable_since_s=NOW - 5, failures=1, retry_at_s=NOW + 120)
+    entry = replace(entry, kind=RobotsKind.DISALLOW_ALL, unreachable_since_s=NOW - 5, failures=1, retry_at_s=NOW + 120)
     decision = before_fetch(MSG, entry, entry.rules(ROBOTS), NOW, CONFIG)
     assert decision == Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 120)
 
 
 def test_an_unreachable_robots_txt_without_a_retry_time_waits_the_robots_retry_base():
     entry, _ = robots()
-    entry = replace(entry, kind="disallow_all", unreachable_since_s=NOW - 5, failures=1, retry_at_s=None)
+    entry = replace(entry, kind=RobotsKind.DISALLOW_ALL, unreachable_since_s=NOW - 5, failures=1, retry_at_s=None)
     decision = before_fetch(MSG, entry, entry.rules(ROBOTS), NOW, CONFIG)
     assert decision.retry_after_s == NOW + 60.0
+
+
+@pytest.mark.parametrize(("answer", "allow_on_403", "expected"), [
+    (503, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),   # unreachable: wait
+    (None, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),  # no answer at all: wait
+    (429, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),
+    (403, False, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),  # a disallow-all chosen for 403: disallowed
+    (200, True, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),   # the rules disallow /a
+])
+def test_unreachable_robots_waits_as_unavailable_and_only_a_disallow_is_denied(answer, allow_on_403, expected):
+    config = replace(CONFIG, robots=replace(ROBOTS, allow_on_403=allow_on_403, allow_on_5xx=False, retry_base_s=60.0))
+    entry = decide(RobotsFetchOutcome(status=answer, body=b"User-agent: *\nDisallow: /a\n"), None, NOW, config.robots)
+    assert before_fetch(MSG, entry, entry.rules(config.robots), NOW, config) == expected
+
+
+@pytest.mark.parametrize("reason", [Reason.ROBOTS_DENIED, Reason.FETCH_TIMEOUT, Reason.HTTP_RATE_LIMITED])
+def test_a_discovered_skip_must_say_why_it_was_not_attempted(reason):
+    with pytest.raises(ValueError):
+        Skip(Status.DISCOVERED, reason, NOW)
+    assert Skip(Status.ERROR, reason).reason is reason
 
 
 def test_a_disallowed_url_ends_in_error_robots_denied():
@@ -100,8 +120,8 @@ def test_an_unexpected_failure_is_retried_later_and_assumed_to_have_reached_the_
 
 
 @pytest.mark.parametrize(("reason", "requested"), [
-    ("fetch.blocked_address", False), ("url.scheme", False), ("url.host", False),
-    ("fetch.timeout", True), ("fetch.connection", True), ("fetch.protocol", True), ("fetch.dns", True),
+    (Reason.FETCH_BLOCKED_ADDRESS, False), (Reason.URL_SCHEME, False), (Reason.URL_HOST, False),
+    (Reason.FETCH_TIMEOUT, True), (Reason.FETCH_CONNECTION, True), (Reason.FETCH_PROTOCOL, True), (Reason.FETCH_DNS, True),
 ])
 def test_a_transport_failure_counts_as_a_request_unless_nothing_was_sent(reason, requested):
     assert made_request(reason) is requested

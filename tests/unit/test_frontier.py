@@ -8,6 +8,7 @@ import random
 import pytest
 
 from squall.policy.frontier import INF, DueIndex, HostRecord
+from squall.policy.records import Reason
 
 NOW = 1_714_564_800.0  # the fake clock
 TIMEOUT = 600.0        # frontier.inflight.timeout.secs in these tests
@@ -65,8 +66,8 @@ def test_a_host_in_flight_is_never_eligible_before_its_block_ends():
 
 def test_a_rejection_is_counted_per_reason_in_a_new_record():
     host = HostRecord(key="h")
-    once = host.with_rejection("scope.host")
-    twice = once.with_rejection("scope.host").with_rejection("trap.depth")
+    once = host.with_rejection(Reason.SCOPE_HOST)
+    twice = once.with_rejection(Reason.SCOPE_HOST).with_rejection(Reason.TRAP_DEPTH)
     assert host.rejected == {} and once.rejected == {"scope.host": 1}
     assert twice.rejected == {"scope.host": 2, "trap.depth": 1}
 

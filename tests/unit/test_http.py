@@ -684,7 +684,7 @@ async def test_resolve_of_a_name_that_does_not_resolve_is_a_dns_failure():
     async with HttpFetcher(config, resolver=PolicyResolver(config.network, getaddrinfo=nowhere)) as fetcher:
         with pytest.raises(FetchError) as caught:
             await fetcher.resolve("site-c.test", 80)
-    assert caught.value.reason == Reason.FETCH_DNS.value
+    assert caught.value.reason == Reason.FETCH_DNS
 
 
 async def test_resolve_gives_every_judged_address_of_a_name():
@@ -771,5 +771,5 @@ async def test_a_pinned_https_fetch_refuses_a_certificate_for_another_name(monke
     async with serve_tls("other.test", "127.0.0.6", monkeypatch) as (port, names):
         with pytest.raises(FetchError) as caught:
             await fetch(make_config(), f"https://site-t.test:{port}/", address="127.0.0.6")
-    assert caught.value.reason == Reason.FETCH_PROTOCOL.value
+    assert caught.value.reason == Reason.FETCH_PROTOCOL
     assert names == ["site-t.test"]  # the handshake named the site, and its certificate did not match

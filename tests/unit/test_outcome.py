@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from squall.policy.outcome import Outcome, classify_failure, classify_http
-from squall.policy.records import Reason, SignalKind, Status
+from squall.policy.records import Reason, ReasonCategory, SignalKind, Status
 from squall.settings import load_settings
 from squall.policy.urls import NormalizerConfig
 
@@ -108,24 +108,31 @@ def test_http_redirect_max_counts_the_hops_of_the_chain(max_redirects):
 
 
 FAILURE_CASES = [
-    # reason value, status, reason code
-    ("fetch.timeout", S.FETCH_ERROR, Reason.FETCH_TIMEOUT),
-    ("fetch.dns", S.FETCH_ERROR, Reason.FETCH_DNS),
-    ("fetch.connection", S.FETCH_ERROR, Reason.FETCH_CONNECTION),
-    ("fetch.protocol", S.FETCH_ERROR, Reason.FETCH_PROTOCOL),
-    ("fetch.blocked_address", S.ERROR, Reason.FETCH_BLOCKED_ADDRESS),
-    ("url.malformed", S.ERROR, Reason.URL_MALFORMED),
-    ("url.scheme", S.ERROR, Reason.URL_SCHEME),
-    ("url.host", S.ERROR, Reason.URL_HOST),
-    ("url.userinfo", S.ERROR, Reason.URL_USERINFO),
-    ("url.too_long", S.ERROR, Reason.URL_TOO_LONG),
-    ("something.unknown", S.FETCH_ERROR, Reason.FETCH_PROTOCOL),  # unknown code: a protocol failure, retried
+    # the FetchError's reason, status (the outcome keeps the reason)
+    (Reason.FETCH_TIMEOUT, S.FETCH_ERROR),
+    (Reason.FETCH_DNS, S.FETCH_ERROR),
+    (Reason.FETCH_CONNECTION, S.FETCH_ERROR),
+    (Reason.FETCH_PROTOCOL, S.FETCH_ERROR),
+    (Reason.FETCH_BLOCKED_ADDRESS, S.ERROR),
+    (Reason.URL_MALFORMED, S.ERROR),
+    (Reason.URL_SCHEME, S.ERROR),
+    (Reason.URL_HOST, S.ERROR),
+    (Reason.URL_USERINFO, S.ERROR),
+    (Reason.URL_TOO_LONG, S.ERROR),
 ]
 
 
-@pytest.mark.parametrize(("reason", "status", "code"), FAILURE_CASES, ids=[c[0] for c in FAILURE_CASES])
-def test_classify_failure_follows_the_module_table(reason, status, code):
-    assert classify_failure(reason) == Outcome(status, SignalKind.OTHER, code)
+@pytest.mark.parametrize(("reason", "status"), FAILURE_CASES, ids=[c[0].value for c in FAILURE_CASES])
+def test_classify_failure_follows_the_module_table(reason, status):
+    assert classify_failure(reason) == Outcome(status, SignalKind.OTHER, reason)
+
+
+def test_every_url_reason_is_a_permanent_failure_and_every_other_transport_one_but_the_guard_is_retried():
+    for reason in Reason:
+        if reason.category is ReasonCategory.URL or reason is Reason.FETCH_BLOCKED_ADDRESS:
+            assert classify_failure(reason).status is S.ERROR, reason
+        elif reason.category is ReasonCategory.TRANSPORT:
+            assert classify_failure(reason).status is S.FETCH_ERROR, reason
 
 
 def test_transport_failures_never_ask_for_a_parse_nor_carry_an_http_status():

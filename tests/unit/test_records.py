@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.errors import MessageError
-from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.records import FetchMessage, Reason, ReasonCategory, SignalKind, SignalMessage, Status, StatusMessage
 
 NOW = 1_714_564_800.0  # the fake clock
 
@@ -92,8 +92,86 @@ def test_a_field_of_the_wrong_type_is_refused(field, value):
         StatusMessage.from_bytes(encode({"url": "u", field: value}))
 
 
+# Messages as the code before typed reasons encoded them: decoding and encoding again gives the same bytes.
+WIRE = [
+    b'{"url":"https://a.example/x","status":"ERROR","depth":1,"metadata":{},"reason":"robots.denied",'
+    b'"fetched_at_s":1796132010.979,"seed":false,"not_modified":false,"truncated":false,"chain":[]}',
+    b'{"url":"https://a.example/x","status":"DISCOVERED","depth":1,"metadata":{"k":["v"]},"reason":"robots.unavailable",'
+    b'"fetched_at_s":10.5,"seed":false,"retry_after_s":70.5,"not_modified":false,"truncated":false,'
+    b'"chain":["https://a.example/"]}',
+    b'{"url":"https://a.example/a","status":"DISCOVERED","depth":2,"metadata":{},"seed":false,"not_modified":false,'
+    b'"truncated":false,"chain":[],"more_urls":["https://a.example/b"],'
+    b'"rejected":{"a.example":{"trap.depth":2,"scope.regex":1}}}',
+    b'{"url":"https://a.example/a","status":"FETCH_ERROR","depth":0,"metadata":{},"reason":"http.rate_limited",'
+    b'"http_status":429,"fetched_at_s":5,"seed":false,"retry_after_s":65,"not_modified":false,"truncated":false,'
+    b'"chain":[]}',
+]
+
+
+@pytest.mark.parametrize("raw", WIRE, ids=["denied", "unavailable", "batch", "rate_limited"])
+def test_the_wire_format_is_unchanged_and_reasons_decode_to_the_enum(raw):
+    msg = StatusMessage.from_bytes(raw)
+    assert msg.to_bytes() == raw
+    assert msg.reason is None or isinstance(msg.reason, Reason)
+    assert all(isinstance(r, Reason) for counts in msg.rejected.values() for r in counts)
+
+
+@pytest.mark.parametrize("fields", [
+    {"status": "ERROR", "reason": "robots.maybe", "fetched_at_s": 1.0},
+    {"status": "ERROR", "reason": "", "fetched_at_s": 1.0},
+    {"status": "ERROR", "reason": 404, "fetched_at_s": 1.0},
+    {"status": "FETCHED ", "fetched_at_s": 1.0},
+    # DISCOVERED with a fetch time is "not attempted": it must say why, with a not-attempted reason
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "retry_after_s": 5.0},
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "reason": "robots.denied"},
+    {"status": "DISCOVERED", "fetched_at_s": 1.0, "reason": "http.rate_limited"},
+])
+def test_an_unknown_reason_or_status_or_an_unexplained_not_attempted_result_is_bad_input(fields):
+    with pytest.raises(MessageError):
+        StatusMessage.from_bytes(encode({"url": "https://example.com/a", **fields}))
+
+
+@pytest.mark.parametrize("reason", [Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED, Reason.FETCH_ADDRESS_CHANGED])
+def test_a_not_attempted_result_decodes_with_its_reason(reason):
+    raw = encode({"url": "u", "status": "DISCOVERED", "fetched_at_s": 1.0, "reason": reason.value})
+    assert StatusMessage.from_bytes(raw).reason is reason
+
+
+def test_every_reason_has_a_category_that_names_its_family():
+    family = {"message": ReasonCategory.INPUT, "url": ReasonCategory.URL, "scope": ReasonCategory.SCOPE,
+              "trap": ReasonCategory.TRAP, "robots": ReasonCategory.ROBOTS, "crawl_delay": ReasonCategory.ROBOTS,
+              "redirect": ReasonCategory.REDIRECT, "http": ReasonCategory.HTTP, "sitemap": ReasonCategory.SITEMAP}
+    for reason in Reason:
+        expected = family.get(reason.value.split(".")[0])
+        if reason.not_attempted and reason is not Reason.ROBOTS_UNAVAILABLE:
+            expected = ReasonCategory.NOT_ATTEMPTED
+        elif reason.value.startswith("fetch."):
+            expected = ReasonCategory.TRANSPORT
+        assert reason.category is expected, reason
+        assert reason.is_url == (reason.category is ReasonCategory.URL)
+        assert reason.is_robots == (reason.category is ReasonCategory.ROBOTS)
+        assert Reason(reason.value) is reason and Reason.parse(reason.value) is reason
+        assert Reason.of(reason.value) is reason and Reason.of(reason) is reason
+        assert f"{reason}" == reason.value  # formatted as its value in messages for people
+
+
+@pytest.mark.parametrize("value", ["no.such", "FETCH_DNS", "", 3, None])
+def test_looking_up_an_unknown_reason_value_raises(value):
+    with pytest.raises(ValueError):
+        Reason.of(value)
+    with pytest.raises(MessageError):
+        Reason.parse(value)
+
+
+def test_robots_unavailable_waits_and_robots_denied_only_means_disallowed():
+    assert Reason.ROBOTS_UNAVAILABLE.not_attempted and not Reason.ROBOTS_DENIED.not_attempted
+    assert Reason.ROBOTS_UNAVAILABLE.is_robots and Reason.ROBOTS_DENIED.is_robots
+    assert {r for r in Reason if r.not_attempted} == {Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED,
+                                                      Reason.FETCH_ADDRESS_CHANGED}
+
+
 def test_integer_times_are_accepted():
-    msg = StatusMessage.from_bytes(encode({"url": "u", "fetched_at_s": 100, "retry_after_s": 160.5}))
+    msg = StatusMessage.from_bytes(encode({"url": "u", "status": "FETCHED", "fetched_at_s": 100, "retry_after_s": 160.5}))
     assert (msg.fetched_at_s, msg.retry_after_s) == (100, 160.5)
 
 
@@ -122,7 +200,7 @@ def test_malformed_metadata_is_refused(metadata):
 
 def test_a_full_status_message_survives_a_round_trip():
     msg = StatusMessage(url="https://example.com/a", status=Status.FETCH_ERROR, depth=2,
-                        metadata={"k": ["v1", "v2"]}, reason=Reason.HTTP_RATE_LIMITED.value, http_status=429,
+                        metadata={"k": ["v1", "v2"]}, reason=Reason.HTTP_RATE_LIMITED, http_status=429,
                         redirect_to="https://example.com/b", fetched_at_s=NOW, seed=True, retry_after_s=NOW + 30,
                         etag='"e"', last_modified="Wed, 01 May 2024 12:00:00 GMT", priority=3, not_modified=True,
                         truncated=True, chain=["https://example.com/"])
@@ -185,8 +263,9 @@ def test_only_final_statuses_are_final():
 def test_a_batch_of_outlinks_survives_a_round_trip_and_lists_every_url():
     msg = StatusMessage(url="https://example.com/a", depth=3, metadata={"k": ["v"]},
                         more_urls=["https://example.com/b", "https://example.com/c"],
-                        rejected={"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}})
+                        rejected={"example.com": {Reason.TRAP_DEPTH: 2}, "other.example": {Reason.SCOPE_REGEX: 1}})
     assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+    assert json.loads(msg.to_bytes())["rejected"] == {"example.com": {"trap.depth": 2}, "other.example": {"scope.regex": 1}}
     assert msg.urls() == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]
 
 

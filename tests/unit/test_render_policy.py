@@ -91,6 +91,8 @@ REQUESTS = [  # (url, keyword arguments, refusal or None)
     ("https://static.app.example/lib.js", {}, Refusal.OTHER_SITE),  # byHost: another host is another queue
     ("http://10.0.0.1/steal", {}, Refusal.OTHER_SITE),
     ("https://app.example/private", {"robots": lambda u: RobotsAnswer.DENIED}, Refusal.ROBOTS_DENIED),
+    # an unreachable robots.txt refuses the whole origin, and says so: it is not a disallow rule
+    ("https://app.example/main.js", {"robots": lambda u: RobotsAnswer.UNAVAILABLE}, Refusal.ROBOTS_UNAVAILABLE),
     ("https://app.example:8443/x", {"robots": lambda u: RobotsAnswer.UNKNOWN}, Refusal.ROBOTS_UNKNOWN),
     ("https://app.example/main.js", {"sent": 30}, Refusal.BUDGET),
     ("https://app.example/main.js", {"sent": 29}, None),

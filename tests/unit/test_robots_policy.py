@@ -11,7 +11,7 @@ import pytest
 from squall.errors import ConfigError, MessageError
 from squall.settings import load_settings
 from squall.cli.robots import add_parser
-from squall.policy.robots_rules import CrawlDelayDecision, RobotsConfig, RobotsRules, effective_crawl_delay, parse_robots, product_token
+from squall.policy.robots_rules import CrawlDelayDecision, RobotsConfig, RobotsKind, RobotsRules, effective_crawl_delay, parse_robots, product_token
 from squall.policy.robots_status import RobotsCache, RobotsEntry, RobotsFetchOutcome, cache_ttl_s, conditional_headers, decide
 
 NOW_S = 1_700_000_000.0  # fake clock: 2023-11-14T22:13:20Z
@@ -544,8 +544,10 @@ def test_entries_survive_a_json_round_trip(status, previous_status):
     previous = decide(outcome(previous_status, ROBOTS_BODY), None, NOW_S - DAY_S * 2, CONFIG) \
         if previous_status else None
     entry = decide(outcome(status, ROBOTS_BODY), previous, NOW_S, CONFIG)
-    again = RobotsEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
-    assert again == entry
+    stored = entry.to_dict()
+    assert type(stored["kind"]) is str and stored["kind"] == entry.kind.value  # the table holds the value
+    again = RobotsEntry.from_dict(json.loads(json.dumps(stored)))
+    assert again == entry and isinstance(again.kind, RobotsKind)
     assert again.rules(CONFIG).allowed("/private") is entry.rules(CONFIG).allowed("/private")
 
 
@@ -565,7 +567,7 @@ def test_a_corrupt_stored_entry_raises_message_error(obj):
 # ---------------------------------------------------------------- LRU cache
 
 def _entry(text: str = "User-agent: *\nDisallow: /x\n") -> RobotsEntry:
-    return RobotsEntry(kind="rules", robots_text=text, fetched_at_s=NOW_S, expires_at_s=NOW_S + DAY_S)
+    return RobotsEntry(kind=RobotsKind.RULES, robots_text=text, fetched_at_s=NOW_S, expires_at_s=NOW_S + DAY_S)
 
 
 def test_the_lru_cache_evicts_the_least_recently_used_origin():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -286,9 +287,12 @@ def test_a_broken_sitemap_is_settled_as_error_with_its_reason_and_a_good_one_unc
     assert len(out) == 1 and recorded["parse.sitemap.error"] == ["sitemap.malformed"]
     fetched = StatusMessage(url="https://a.example/s.xml", status=Status.FETCHED, fetched_at_s=NOW, metadata=recorded)
     settled = settle_status(fetched)
-    assert settled.status is Status.ERROR and settled.reason == "sitemap.malformed"
+    assert settled.status is Status.ERROR and settled.reason is Reason.SITEMAP_MALFORMED
     ok = StatusMessage(url="https://a.example/s.xml", status=Status.FETCHED, fetched_at_s=NOW)
     assert settle_status(ok) is ok
+    for foreign in ("no.such.reason", "robots.denied"):  # metadata from outside names no sitemap reason
+        odd = replace(ok, metadata={"parse.sitemap.error": [foreign]})
+        assert settle_status(odd) is odd
 
 
 @pytest.mark.parametrize(("key", "value"), [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Status
+from squall.policy.records import Reason, Status
 from squall.policy.schedule import UrlRecord
 from squall.cli.status import Report, build_report
 
@@ -13,7 +13,8 @@ NOW = 1_714_564_800.0  # the fake clock
 
 
 def rec(url: str, key: str, status: Status, next_fetch_at_s: float | None, reason: str | None = None) -> dict:
-    return UrlRecord(url=url, key=key, status=status, next_fetch_at_s=next_fetch_at_s, reason=reason).to_dict()
+    return UrlRecord(url=url, key=key, status=status, next_fetch_at_s=next_fetch_at_s,
+                     reason=None if reason is None else Reason(reason)).to_dict()
 
 
 URLS = {

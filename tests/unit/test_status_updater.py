@@ -16,7 +16,7 @@ import agents.status_updater as su
 from agents.runtime import PARTITIONS, state
 from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_for_key
-from squall.policy.records import Status, StatusMessage
+from squall.policy.records import Reason, Status, StatusMessage
 
 NOW = 1_714_564_800.0
 
@@ -82,7 +82,7 @@ def test_a_rediscovered_url_changes_nothing_and_unseeded_hosts_are_refused_and_c
 def test_the_parse_steps_refusal_counts_are_added_to_their_hosts(tables):
     _, hosts = tables
     seed("a.example")
-    batch = StatusMessage(url="http://a.example/1", depth=1, rejected={"a.example": {"trap.depth": 2}})
+    batch = StatusMessage(url="http://a.example/1", depth=1, rejected={"a.example": {Reason.TRAP_DEPTH: 2}})
     deliver(batch, "a.example")
     deliver(batch, "a.example")  # a re-delivery counts again (the counts are statistics, at least once)
     assert host(hosts, "a.example")["rejected"] == {"trap.depth": 4}
