@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from dataclasses import replace
 from typing import Any
 
@@ -52,7 +53,7 @@ AGENT_TOKEN = product_token(settings.http_agent_name)
 CONTENT_LIMIT: int = settings.http_content_limit
 RENDERED_TYPE = "text/html; charset=utf-8"
 
-CHROMIUM = None
+CHROMIUM: Path | None = None
 if CONFIG.enabled:
     try:
         CHROMIUM = find_chromium(CONFIG.browser_path)
@@ -66,6 +67,8 @@ def pool() -> BrowserPool:
     """The worker's browser pool (created on first use, in the worker's event loop)."""
     global _pool
     if _pool is None:
+        if CHROMIUM is None:  # render.enabled is false: the render step never asks for a pool
+            raise RuntimeError("the browser pool needs render.enabled: true")
         _pool = BrowserPool(CONFIG, CHROMIUM, user_agent=settings.user_agent)
     return _pool
 

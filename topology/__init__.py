@@ -38,6 +38,7 @@ Each worker also serves ``/metrics`` (Prometheus) on its web server
 from __future__ import annotations
 
 import faust
+from faust.types import TableT
 
 from squall.errors import ConfigError
 from squall.worker.faust_app import SquallApp, SquallWorker
@@ -88,8 +89,8 @@ signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
 
-def _table(name: str, help_text: str) -> faust.TableT:
-    schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
+def _table(name: str, help_text: str) -> TableT:
+    schema: faust.Schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
     # key_type=bytes too: Faust derives the store's key serializer from key_type, not from the schema
     return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text)
 

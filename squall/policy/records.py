@@ -274,7 +274,7 @@ class StatusMessage:
                     raise MessageError(f"field {name!r} has the wrong type: {value!r}")
                 if isinstance(value, float) and not math.isfinite(value):
                     raise MessageError(f"field {name!r} must be a finite number: {value!r}")
-                if name == "chain" and not all(isinstance(u, str) for u in value):
+                if name == "chain" and not all(isinstance(u, str) for u in value):  # type: ignore[union-attr]
                     raise MessageError("field 'chain' must be a list of strings")
                 kwargs[name] = value
         if obj.get("reason") is not None:

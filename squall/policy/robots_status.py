@@ -319,7 +319,7 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     retry_at_s = now_s + _retry_delay_s(failures, config)
     last_good_text = previous.last_good_text if previous is not None else None
     last_good_at_s = previous.last_good_at_s if previous is not None else None
-    common = dict(fetched_at_s=now_s, unreachable_since_s=since, failures=failures, retry_at_s=retry_at_s,
+    common: dict[str, Any] = dict(fetched_at_s=now_s, unreachable_since_s=since, failures=failures, retry_at_s=retry_at_s,
                   last_good_text=last_good_text, last_good_at_s=last_good_at_s, http_status=status,
                   truncated=previous.truncated if previous is not None else False,
                   etag=previous.etag if previous is not None else None,

@@ -39,7 +39,7 @@ class SquallWorker(faust.Worker):
             warnings.simplefilter("ignore", faust.exceptions.AlreadyConfiguredWarning)
             app.conf.datadir = path
             # static membership (KIP-345): a stable id per worker, unique thanks to the locked datadir
-            app.conf.consumer_group_instance_id = group_instance_id(
+            app.conf.consumer_group_instance_id = group_instance_id(  # type: ignore[assignment]  # None: dynamic
                 settings.kafka_group_instance_id, socket.gethostname(), path)
         # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
         self.outage_filter = install_outage_filter(settings.kafka_outage_log_interval_secs,
