@@ -15,8 +15,24 @@
    joined). Here the bookkeeping is dropped *after* the wait and its
    commit: the new owner starts right after the last processed message.
 
-Both hooks are private Faust API (``_filter_committable_offsets`` and
-``on_partitions_revoked``), pinned by tests/unit/test_kafka_consumer.py.
+3. **A message never given to an agent is never committable.** A Faust
+   stream that reads a message while flow control is suspended (a
+   rebalance has begun) or from an older consumer generation skips it and
+   *acknowledges* it (``faust/streams.py``, ``value is skipped_value``),
+   counting on a seek to the committed offset after the rebalance to
+   deliver it again. But that acknowledgement makes the offset committable:
+   the commit made before a revoke (fix 2), or the next periodic commit of a
+   partition kept through the rebalance, moves the committed offset past
+   messages no agent ever processed, and the seek then starts after them.
+   That was the loss of issue 9: status and fetch messages right after a
+   committed offset that the next owner never received, a host held for
+   ``frontier.inflight.timeout.secs``, a URL left DISCOVERED outside the due
+   index. Here such an acknowledgement (of a message the stream never
+   tracked, on a topic with acks) marks the message done without recording
+   its offset, so the seek delivers it again.
+
+The hooks are private Faust API (``_filter_committable_offsets``,
+``on_partitions_revoked`` and ``ack``), pinned by tests/unit/test_kafka_consumer.py.
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ from typing import Any, ClassVar
 
 from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TP
+from faust.types import TP, Message
 from mode import Service
 
 from squall.worker.offset_commit import committable_offset
@@ -34,6 +50,8 @@ from squall.worker.offset_commit import committable_offset
 
 class Consumer(aiokafka_driver.Consumer):
     """aiokafka-driver Consumer whose commits stop at the first unacknowledged offset."""
+
+    skipped_unread: int = 0  # acknowledgements of messages no stream was given (fix 3), since start
 
     def _first_unacked(self) -> dict[TP, int]:
         """Lowest unacknowledged offset per partition among the messages read (one pass)."""
@@ -44,6 +62,17 @@ class Consumer(aiokafka_driver.Consumer):
                 if tp not in first or offset < first[tp]:
                     first[tp] = offset
         return first
+
+    def ack(self, message: Message) -> bool:
+        """Faust's ack, except that a message no stream tracked (skipped unread) leaves its offset uncommitted.
+
+        Returns True when the offset became committable, as Faust's does.
+        """
+        if not message.tracked and not message.acked and self.app.topics.acks_enabled_for(message.topic):
+            message.acked = True  # done for the stream; the seek after the rebalance reads it again
+            self.skipped_unread += 1
+            return False
+        return bool(super().ack(message))
 
     def _merge_gaps(self, tp: TP, acked: list[int]) -> None:
         """Faust's gap handling, as in ``_new_offset``: offsets missing from the log count as acked."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import faust.transport.consumer as faust_consumer
 import pytest
-from faust.types import TP, Message
+from faust.types import TP, ConsumerMessage, Message
 
 from squall.worker import kafka_consumer
 
@@ -82,3 +82,46 @@ def test_an_acked_run_is_committed_up_to_the_message_still_in_processing(consume
         _ack(consumer, messages[o])
     assert consumer._new_offset(TPX) == 23
     assert consumer._acked[TPX] == [24, 25]
+
+
+# ---------------------------------------------------------------- fix 3: a skipped message is not committable
+
+
+def _topic_with_acks(monkeypatch: pytest.MonkeyPatch, consumer) -> None:
+    monkeypatch.setattr(consumer.app.topics, "acks_enabled_for", lambda topic: topic == TOPIC)
+
+
+def test_faust_acks_a_message_its_stream_skipped_and_that_offset_becomes_committable(consumer, monkeypatch):
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 10
+    skipped = ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None)  # read during a rebalance: never tracked
+    assert faust_consumer.Consumer.ack(consumer, skipped) is True
+    assert faust_consumer.Consumer._new_offset(consumer, TPX) == 11  # committed past a message no agent saw
+
+
+def test_squall_does_not_commit_past_a_message_its_stream_skipped(consumer, monkeypatch):
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 10
+    before = consumer.skipped_unread
+    skipped = ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None)
+    assert consumer.ack(skipped) is False and skipped.acked
+    assert consumer.skipped_unread == before + 1
+    later = ConsumerMessage(TOPIC, 0, 11, 0.0, 0, None, b"k", b"v", None)
+    later.tracked = True  # given to the agent and processed
+    consumer._unacked_messages.add(later)
+    assert consumer.ack(later) is True
+    assert consumer._filter_committable_offsets([TPX]) == {}  # offset 10 must be read again first
+    again = ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None)  # the seek after the rebalance delivers it
+    again.tracked = True
+    consumer._unacked_messages.add(again)
+    assert consumer.ack(again) is True
+    assert consumer._filter_committable_offsets([TPX]) == {TPX: 12}
+
+
+def test_a_tracked_message_is_acked_as_faust_does(consumer, monkeypatch):
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 10
+    m = ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None)
+    m.tracked = True
+    consumer._unacked_messages.add(m)
+    assert consumer.ack(m) is True and consumer._filter_committable_offsets([TPX]) == {TPX: 11}
