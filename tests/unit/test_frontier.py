@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from squall.policy.frontier import INF, DueIndex, HostRecord
+from squall.policy.frontier import INF, DueIndex, DueIndexSizes, HostRecord
 from squall.policy.records import Reason
 
 NOW = 1_714_564_800.0  # the fake clock
@@ -254,13 +254,89 @@ def test_drop_forgets_everything_and_the_index_stays_usable():
     assert index.pop_due(NOW, per_host=1) == [("h2", ["b"])]
 
 
+# ---------------------------------------------------------------- DueIndex: stale entries stay bounded
+
+
+def test_seeding_a_host_url_by_url_earliest_first_leaves_at_most_one_live_ticket_and_bounded_stale_ones():
+    index = DueIndex()
+    for i in range(10_000):  # each push lowers the host's earliest due time: a new ticket each time
+        index.push("h", f"u{i}", NOW - i)
+    sizes = index.sizes()
+    assert (sizes.urls, sizes.queues, sizes.live_tickets) == (10_000, 1, 1)
+    assert sizes.tickets <= 2 + DueIndex.SLACK
+    assert index.next_due_s() == NOW - 9_999
+    assert index.pop_due(NOW, per_host=1) == [("h", ["u9999"])]
+
+
+def test_many_hosts_seeded_earliest_first_keep_the_ticket_heap_within_twice_the_live_tickets():
+    index = DueIndex()
+    for i in range(20_000):
+        index.push(f"h{i % 100}", f"u{i}", NOW - i)
+    sizes = index.sizes()
+    assert sizes.live_tickets == 100
+    assert sizes.tickets <= 2 * 100 + DueIndex.SLACK
+
+
+def test_parked_hosts_do_not_let_stale_tickets_grow():
+    index = DueIndex()
+    for i in range(1_000):
+        index.set_host_ready(f"parked{i}", INF)
+        index.push(f"parked{i}", f"p{i}", NOW)
+    for i in range(5_000):  # one live host whose ticket moves at every push
+        index.push("h", f"u{i}", NOW - i)
+    sizes = index.sizes()
+    assert sizes.live_tickets == 1
+    assert sizes.tickets <= 2 + DueIndex.SLACK
+
+
+def test_pushing_one_url_again_and_again_keeps_its_hosts_heap_bounded():
+    index = DueIndex()
+    index.push("h", "other", NOW + 5)
+    for i in range(10_000):
+        index.push("h", "u", NOW + i % 7, priority=i % 3)
+    sizes = index.sizes()
+    assert sizes.urls == 2
+    assert sizes.url_entries <= 2 * 2 + DueIndex.SLACK
+    assert index.pop_due(NOW + 10, per_host=5) == [("h", ["u", "other"])]
+
+
+def test_removing_a_hosts_urls_one_by_one_leaves_no_entries():
+    index = DueIndex()
+    for i in range(1_000):
+        index.push("h", f"u{i}", NOW + i, priority=i % 2)
+    for i in range(1_000):
+        index.remove(f"u{i}")
+    assert index.sizes() == DueIndexSizes(urls=0, queues=0, url_entries=0, tickets=index.sizes().tickets,
+                                          live_tickets=0)
+    assert index.next_due_s() is None and index.sizes().tickets == 0
+
+
+def test_a_url_moved_to_another_host_leaves_the_first_host_with_nothing_due():
+    index = DueIndex()
+    index.push("a", "u", NOW)
+    index.push("b", "u", NOW + 1)
+    assert (len(index), index.hosts()) == (1, 1)
+    assert index.pop_due(NOW + 1, per_host=5) == [("b", ["u"])]
+
+
 # ---------------------------------------------------------------- DueIndex: a random walk against a model
 
 
+class _EagerIndex(DueIndex):
+    SLACK = 1  # rebuilds its heaps after every other stale entry: the random walk exercises compaction
+
+
+def _within_bounds(index: DueIndex) -> bool:
+    sizes = index.sizes()
+    return (sizes.tickets <= 2 * sizes.live_tickets + index.SLACK
+            and sizes.url_entries <= 2 * sizes.urls + index.SLACK * sizes.queues)
+
+
+@pytest.mark.parametrize("index_class", [DueIndex, _EagerIndex])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
-def test_a_random_walk_loses_nothing_duplicates_nothing_and_never_hands_out_early(seed):
+def test_a_random_walk_loses_nothing_duplicates_nothing_and_never_hands_out_early(seed, index_class):
     rng = random.Random(seed)
-    index = DueIndex()
+    index = index_class()
     hosts = [f"h{i}" for i in range(6)]
     pending: dict[str, tuple[str, float, int]] = {}  # url -> (key, due, priority): the model
     ready_at = {k: 0.0 for k in hosts}                # key -> eligible time (INF: handed out, not told)
@@ -322,6 +398,7 @@ def test_a_random_walk_loses_nothing_duplicates_nothing_and_never_hands_out_earl
         else:
             now += rng.uniform(0, 10)
         assert len(index) == len(pending)
+        assert _within_bounds(index)
         candidates = [max(ready_at[k], d) for k, d, _ in pending.values() if ready_at[k] != INF]
         assert index.next_due_s() == (min(candidates) if candidates else None)
 
