@@ -30,6 +30,7 @@ import gc
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -55,8 +56,15 @@ def urls_for(n: int, hosts: int, offset: int = 0) -> list[str]:
     return [f"http://{host_ip((offset + k) % hosts)}/p/{offset + k}" for k in range(n)]
 
 
-def due_index_cost(n: int, hosts: int, calls: int = 2000) -> tuple[float, float]:
-    """(µs per pop_due of one host's URL, bytes per stored URL) for a DueIndex holding ``n`` URLs."""
+def due_index_cost(n: int, hosts: int, batches: int = 50, per_batch: int = 200) -> tuple[float, float, int]:
+    """(µs per pop_due of one host's URL, bytes per stored URL, stale tickets after seeding) at ``n`` URLs.
+
+    Each host's URLs are pushed one by one with due times in no order (a new
+    earliest due time leaves a stale ticket); the hand-outs then take one URL
+    of the next eligible host and push it back (the index stays at ``n``).
+    The cost is the median over ``batches`` batches of ``per_batch`` calls:
+    one spike of another process on a shared machine does not move it.
+    """
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
@@ -67,18 +75,23 @@ def due_index_cost(n: int, hosts: int, calls: int = 2000) -> tuple[float, float]
         index.set_host_ready(host_ip(h), 0.0)
     per_url = (tracemalloc.get_traced_memory()[0] - base) / n
     tracemalloc.stop()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        for key, taken in index.pop_due(10_000.0, 1, max_hosts=1):
-            index.set_host_ready(key, 0.0)           # eligible again at once: the next call works as hard
-            for u in taken:
-                index.push(key, u, 1000.0, 0)        # and the URL back: the index stays at n URLs
-    return (time.perf_counter() - t0) / calls * 1e6, per_url
+    sizes = index.sizes()
+    times = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            for key, taken in index.pop_due(10_000.0, 1, max_hosts=1):
+                index.set_host_ready(key, 0.0)           # eligible again at once: the next call works as hard
+                for u in taken:
+                    index.push(key, u, 1000.0, 0)        # and the URL back: the index stays at n URLs
+        times.append((time.perf_counter() - t0) / per_batch * 1e6)
+    return statistics.median(times), per_url, sizes.tickets - sizes.live_tickets
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The resident set (``VmRSS``) or its peak so far (``VmHWM``) of process ``pid``, in MiB."""
     text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024
+    return int(re.search(field + r":\s+(\d+)", text).group(1)) / 1024
 
 
 def wait_stored(crawl: Crawl, timeout_s: float) -> float:
@@ -150,12 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-worker", action="store_true", help="only the in-process due-index part")
     args = ap.parse_args(argv)
 
-    print("| stored URLs | hosts | pop_due µs (one host) | bytes per URL in the due index |")
-    print("|---|---|---|---|")
+    print("| stored URLs | hosts | pop_due µs (one host, median) | bytes per URL in the due index | stale tickets |")
+    print("|---|---|---|---|---|")
     for n in sorted({min(args.urls, x) for x in (10_000, 100_000, 1_000_000)}):
         h = max(1, n * args.hosts // args.urls)
-        us, per_url = due_index_cost(n, h)
-        print(f"| {n:,} | {h:,} | {us:.1f} | {per_url:.0f} |", flush=True)
+        us, per_url, stale = due_index_cost(n, h)
+        print(f"| {n:,} | {h:,} | {us:.1f} | {per_url:.0f} | {stale:,} |", flush=True)
     if args.skip_worker:
         return 0
 
@@ -176,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         rss1 = rss_mb(proc.pid)
         raw_sent_s = asyncio.run(raw_produce(crawl, urls_for(raw_n, args.hosts, offset=seed_n)))
         raw_stored_s = raw_sent_s + wait_stored(crawl, 7200)
-        rss2 = rss_mb(proc.pid)
+        rss2, peak2 = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
         rebuilt_s, first_s = restart_times(crawl, 900)
         rss3 = rss_mb(crawl.workers["w1"].pid)
     finally:
@@ -185,13 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| measure | value |")
     print("|---|---|")
     print(f"| URLs / hosts | {args.urls:,} / {args.hosts:,} |")
-    print(f"| worker RSS: idle → after {seed_n:,} → after {args.urls:,} URLs | {rss0:.0f} → {rss1:.0f} → {rss2:.0f} MB |")
+    print(f"| worker RSS: idle → after {seed_n:,} → after {args.urls:,} URLs | {rss0:.0f} → {rss1:.0f} → {rss2:.0f} MiB |")
+    print(f"| worker peak RSS (VmHWM) at {args.urls:,} URLs | {peak2:.0f} MiB |")
     print(f"| RSS per stored URL | {(rss2 - rss0) * 1024 * 1024 / args.urls:.0f} B |")
     print(f"| squall seed path: sent / stored | {seed_n / sent_s:,.0f} / {seed_n / stored_s:,.0f} URLs/s |")
     print(f"| raw producer: sent / stored | {raw_n / raw_sent_s:,.0f} / {raw_n / raw_stored_s:,.0f} URLs/s |")
     print(f"| restart: due index rebuilt / first hand-out | {rebuilt_s:.1f} s / "
           f"{'-' if first_s is None else f'{first_s:.1f} s'} |")
-    print(f"| RSS after restart | {rss3:.0f} MB |")
+    print(f"| RSS after restart | {rss3:.0f} MiB |")
     return 0
 
 

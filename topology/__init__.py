@@ -92,7 +92,10 @@ deadletter_topic = _topic("deadletter")
 def _table(name: str, help_text: str) -> TableT:
     schema: faust.Schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
     # key_type=bytes too: Faust derives the store's key serializer from key_type, not from the schema
-    return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text)
+    # RocksDB memory per store bounded (config topology.rocksdb.*): Faust's defaults grow with the table
+    rocksdb = {"write_buffer_size": settings["topology.rocksdb.write.buffer.bytes"], "max_write_buffer_number": 2,
+               "block_cache_size": settings["topology.rocksdb.block.cache.bytes"]}
+    return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text, options=rocksdb)
 
 
 urls_table = _table("urls", "canonical URL -> UrlRecord")

@@ -119,6 +119,8 @@ AT_LEAST_ONE = (
     "parser.title.max.chars",
     "fetcher.recent.fetch.ids",
     "http.robots.cache.lru.size",
+    "topology.rocksdb.write.buffer.bytes",
+    "topology.rocksdb.block.cache.bytes",
 )
 # Limits where -1 means "none" and otherwise at least 0.
 MINUS_ONE_OR_NOT_NEGATIVE = (
