@@ -6,6 +6,7 @@ rebalance (restart included); losing them loses nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -32,32 +33,70 @@ class WorkerState:
         self.indexes: dict[int, DueIndex] = {}
         self.tick_sent_at: dict[int, float] = {}
         self.assigned_at: dict[int, float] = {}
+        self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
         return self.indexes.get(partition_for_key(key, PARTITIONS))
 
-    def rebuild(self, partitions: set[int]) -> None:
-        """Rebuild the due indexes of ``partitions`` from the tables (after recovery)."""
+    async def rebuild(self, partitions: set[int], chunk: int = 2000) -> None:
+        """Rebuild the due indexes of ``partitions`` from the tables (after recovery).
+
+        Runs while Faust keeps the assigned partitions' streams paused (it
+        resumes them when the rebalance-complete signal returns), so no agent
+        pushes or hands out meanwhile; it yields to the loop every ``chunk``
+        records, so a million stored URLs do not block the consumer's
+        heartbeats past ``kafka.session.timeout.secs`` (which would rebalance
+        again, and rebuild again). A rebuild started later (another
+        rebalance) makes this one stop.
+        """
+        self._rebuild_generation += 1
+        generation = self._rebuild_generation
         now = time.time()
+        started = time.monotonic()
         self.assigned_at = {p: self.assigned_at.get(p, now) for p in partitions}
-        self.indexes = {p: DueIndex() for p in partitions}
+        self.indexes = indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
+        try:
+            counts = await self._fill(indexes, now, generation, chunk)
+        except RuntimeError:  # the tables' stores changed under the iteration: a rebalance, which rebuilds again
+            log.info("squall: due index rebuild interrupted by a rebalance")
+            return
+        if counts is None:
+            return
+        count, in_flight = counts
+        log.info("squall: due index rebuilt for partitions %s: %d URLs scheduled, %d in flight (%.1f s)",
+                 sorted(partitions), count, in_flight, time.monotonic() - started)
+
+    async def _fill(self, indexes: dict[int, DueIndex], now: float, generation: int,
+                    chunk: int) -> tuple[int, int] | None:
+        """Fill ``indexes`` from the tables: (URLs scheduled, URLs in flight), or None (superseded)."""
         in_flight: set[str] = set()
-        for value in hosts_table.values():
+        for n, value in enumerate(hosts_table.values(), 1):
             host = HostRecord.from_dict(value)
-            index = self.index_for_key(host.key)
+            index = indexes.get(partition_for_key(host.key, PARTITIONS))
             if index is not None:
                 index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
                 in_flight.update(host.live_in_flight(INFLIGHT_TIMEOUT_S, now))
+            if n % chunk == 0 and not await self._still(generation):
+                return None
         count = 0
-        for value in urls_table.values():
+        for n, value in enumerate(urls_table.values(), 1):
             rec = UrlRecord.from_dict(value)
-            index = self.index_for_key(rec.key)
+            index = indexes.get(partition_for_key(rec.key, PARTITIONS))
             if index is not None and rec.next_fetch_at_s is not None and rec.url not in in_flight:
                 index.push(rec.key, rec.url, rec.next_fetch_at_s, rec.priority)
                 count += 1
-        log.info("squall: due index rebuilt for partitions %s: %d URLs scheduled, %d in flight",
-                 sorted(partitions), count, len(in_flight))
+            if n % chunk == 0 and not await self._still(generation):
+                return None
+        return count, len(in_flight)
+
+    async def _still(self, generation: int) -> bool:
+        """Yield to the loop; whether the rebuild of ``generation`` is still the latest one."""
+        await asyncio.sleep(0)
+        if generation != self._rebuild_generation:
+            log.info("squall: due index rebuild superseded by a later rebalance")
+            return False
+        return True
 
 
 state = WorkerState()
@@ -67,4 +106,4 @@ state = WorkerState()
 async def _rebuild_after_recovery(sender, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
     actives = app.assignor.assigned_actives()
     partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}
-    state.rebuild(partitions)
+    await state.rebuild(partitions)
