@@ -44,8 +44,8 @@ from squall.tools.harness import Crawl  # noqa: E402
 from squall.policy.partition import partition_key  # noqa: E402
 from squall.policy.records import StatusMessage  # noqa: E402
 from squall.cli.seed import SeedLine, produce_seeds  # noqa: E402
-from squall.cli.status import _lag  # noqa: E402
-from squall.policy.topics import topic_name  # noqa: E402
+from squall.tools.kafka_admin import ensure_topics  # noqa: E402
+from squall.policy.topics import all_topics, topic_name  # noqa: E402
 
 
 def host_ip(i: int) -> str:
@@ -94,16 +94,39 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     return int(re.search(field + r":\s+(\d+)", text).group(1)) / 1024
 
 
+async def _status_progress(crawl: Crawl) -> tuple[dict[int, int], dict[int, int]]:
+    """(end offset, committed offset of the worker's group) per partition of the status topic."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from squall.tools.kafka_admin import end_offsets
+
+    bootstrap = crawl.settings["kafka.bootstrap.servers"]
+    topic = topic_name(crawl.settings, "status")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(crawl.settings["topology.id"])
+    finally:
+        await admin.close()
+    done = {tp.partition: m.offset for tp, m in committed.items() if tp.topic == topic}
+    return await end_offsets(bootstrap, topic), done
+
+
 def wait_stored(crawl: Crawl, timeout_s: float) -> float:
-    """Seconds until the status topic has no consumer lag (every URL stored and scheduled)."""
+    """Seconds until the worker's status consumer has passed every message sent so far (all stored).
+
+    The end offsets are taken when called (the seeds are all sent by then);
+    the worker keeps adding statuses of its own (robots.txt retries), so the
+    lag itself never stays at 0.
+    """
     t0 = time.monotonic()
-    status = topic_name(crawl.settings, "status")
+    target, _ = asyncio.run(_status_progress(crawl))
     while time.monotonic() - t0 < timeout_s:
-        lag = asyncio.run(_lag(crawl.settings))
-        if lag and lag.get(status, 1) == 0:
+        _, done = asyncio.run(_status_progress(crawl))
+        if all(done.get(p, 0) >= end for p, end in target.items()):
             return time.monotonic() - t0
         time.sleep(2.0)
-    raise TimeoutError(f"status topic still lagging after {timeout_s} s: {lag}")
+    raise TimeoutError(f"status topic not consumed up to {target} after {timeout_s} s: {done}")
 
 
 async def raw_produce(crawl: Crawl, urls: list[str]) -> float:
@@ -136,17 +159,37 @@ async def fetch_end_offset(crawl: Crawl) -> int:
         await consumer.stop()
 
 
+def _rebuilt_all(crawl: Crawl, offset: int) -> bool:
+    """Whether worker w1's log, from byte ``offset`` on, says its due index of every partition is rebuilt."""
+    every = "due index rebuilt for partitions [" + ", ".join(map(str, range(crawl.settings["topology.partitions"])))
+    log = crawl.workdir / "worker-w1.log"
+    if not log.exists():
+        return False
+    with log.open("rb") as f:
+        f.seek(offset)
+        return every.encode() in f.read()
+
+
+def wait_rebuilt(crawl: Crawl, offset: int, timeout_s: float) -> float:
+    """Seconds until worker w1 logs (after byte ``offset`` of its log) that every partition's index is rebuilt."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if _rebuilt_all(crawl, offset):
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    raise TimeoutError(f"worker w1 did not rebuild its due index of every partition in {timeout_s} s")
+
+
 def restart_times(crawl: Crawl, timeout_s: float) -> tuple[float, float | None]:
     """(s to due index rebuilt, s to the first hand-out) after a clean restart of worker w1."""
     crawl.stop_worker("w1")
-    log = crawl.workdir / "worker-w1.log"
-    rebuilt_before = log.read_text(errors="replace").count("due index rebuilt")
+    offset = (crawl.workdir / "worker-w1.log").stat().st_size
     before = asyncio.run(fetch_end_offset(crawl))
     t0 = time.monotonic()
     crawl.start_worker("w1")
     rebuilt = first = None
     while time.monotonic() - t0 < timeout_s and first is None:
-        if rebuilt is None and log.read_text(errors="replace").count("due index rebuilt") > rebuilt_before:
+        if rebuilt is None and _rebuilt_all(crawl, offset):
             rebuilt = time.monotonic() - t0
         if rebuilt is not None and asyncio.run(fetch_end_offset(crawl)) > before:
             first = time.monotonic() - t0
@@ -178,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     raw_n = int(args.urls * args.raw)
     seed_n = args.urls - raw_n
     try:
+        # topics first: a worker that joins before Faust has created them may be assigned no partition
+        # until its next metadata refresh (5 min), which would count as seeding time
+        asyncio.run(ensure_topics(crawl.settings["kafka.bootstrap.servers"], all_topics(crawl.settings)))
         proc = crawl.start_worker("w1")
-        time.sleep(5)
+        wait_rebuilt(crawl, 0, 300)
+        time.sleep(2)
         rss0 = rss_mb(proc.pid)
         seeds = [SeedLine(lineno=k + 1, url=u, metadata={}) for k, u in enumerate(urls_for(seed_n, args.hosts))]
         t0 = time.monotonic()
