@@ -7,12 +7,13 @@ Needs a broker (``squall kafka up``; ``$KAFKA_BOOTSTRAP_SERVERS`` or
 
 1. **hand-out cost** of the due index alone (:class:`squall.policy.frontier.DueIndex`,
    in process, no Kafka) with 10 k / 100 k / 1 M stored URLs: µs per
-   ``pop_due`` of one host's URL, and bytes per stored URL (tracemalloc);
+   ``pop_due`` of one host's URL (median over batches), bytes per stored URL
+   (tracemalloc) and the stale tickets seeding left;
 2. **one real worker** (``faust -A topology worker`` via squall.tools.harness):
    seeding through ``squall seed``'s path (:func:`squall.cli.seed.produce_seeds`)
    and through a raw aiokafka producer — URLs/s sent, and URLs/s stored
-   (until the status topic's consumer lag is 0) —, the worker's RSS before and
-   after, and after a restart (SIGTERM, start again) the seconds until the due
+   (until the worker's committed status offsets pass every message sent) —,
+   the worker's RSS before and after (and its peak), and after a restart (SIGTERM, start again) the seconds until the due
    index is rebuilt and until the first hand-out on the fetch topic.
 
 The hosts are loopback addresses 127.1.x.y with nothing listening: robots.txt
