@@ -93,8 +93,8 @@ def _table(name: str, help_text: str) -> TableT:
     schema: faust.Schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
     # key_type=bytes too: Faust derives the store's key serializer from key_type, not from the schema
     # RocksDB memory per store bounded (config topology.rocksdb.*): Faust's defaults grow with the table
-    rocksdb = {"write_buffer_size": settings["topology.rocksdb.write.buffer.bytes"], "max_write_buffer_number": 2,
-               "block_cache_size": settings["topology.rocksdb.block.cache.bytes"]}
+    rocksdb = {"write_buffer_size": settings.topology_rocksdb_write_buffer_bytes, "max_write_buffer_number": 2,
+               "block_cache_size": settings.topology_rocksdb_block_cache_bytes}
     return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text, options=rocksdb)
 
 

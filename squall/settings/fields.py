@@ -34,6 +34,14 @@ class SettingsFields:
     #: DIR worker` (or $F_DATADIR) overrides it. One worker per directory: a second
     #: worker on a directory in use is refused at start (lock file squall.lock).
     topology_data_dir: str = field(metadata={"key": "topology.data.dir"})
+    #: Memtable size (bytes) of each RocksDB table store (4 tables x
+    #: topology.partitions stores per worker); at most 2 per store. Every write
+    #: lands there until it is flushed to disk. Faust's default, 64 MiB x 3 per
+    #: store, keeps a worker's recent writes (a million URL records) in RAM.
+    topology_rocksdb_write_buffer_bytes: int = field(metadata={"key": "topology.rocksdb.write.buffer.bytes"})
+    #: Block cache (bytes) of each RocksDB table store: blocks read from disk.
+    #: Faust's default is 2 GiB per store.
+    topology_rocksdb_block_cache_bytes: int = field(metadata={"key": "topology.rocksdb.block.cache.bytes"})
     #: Consumer-group session timeout (s). A worker killed without a clean
     #: shutdown is noticed after this long (or as soon as it restarts); its
     #: in-flight fetch may be repeated once by the next owner, at the host's pace.
