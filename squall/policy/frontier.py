@@ -167,9 +167,9 @@ def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:
 class _Heap(list):
     """One queue's URLs of one priority: a heap of entries ``(due_s, seq, url, heap)``."""
 
-    __slots__ = ("queue", "priority")
+    __slots__ = ("priority", "queue")
 
-    def __init__(self, queue: "_Queue", priority: int) -> None:
+    def __init__(self, queue: _Queue, priority: int) -> None:
         super().__init__()
         self.queue = queue
         self.priority = priority
@@ -183,7 +183,7 @@ class _Queue:
     live ticket in the index's ticket heap (None: no ticket).
     """
 
-    __slots__ = ("key", "heaps", "priorities", "live", "stale", "ready_s", "ticket")
+    __slots__ = ("heaps", "key", "live", "priorities", "ready_s", "stale", "ticket")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -243,6 +243,9 @@ class DueIndex:
     SLACK = 64  #: stale entries allowed beyond the live ones before a heap is rebuilt
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._entry_of: dict[str, tuple[float, int, str, _Heap]] = {}  # url -> its live entry
         self._queues: dict[str, _Queue] = {}
         self._tickets: list[tuple[float, int, str]] = []  # heap(time, seq, key); live iff its queue's ticket
@@ -335,7 +338,7 @@ class DueIndex:
 
     def drop(self) -> None:
         """Forget everything (the partition was revoked)."""
-        self.__init__()
+        self._reset()
 
     # -- internals ---------------------------------------------------------------------
     def _forget(self, entry: tuple[float, int, str, _Heap]) -> None:
