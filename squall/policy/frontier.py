@@ -7,10 +7,11 @@ Two parts, both pure:
   ``blocked_until_s``), what is in flight, the queue regulator's state
   (forwarded robots delay, back-off) and per-reason rejection counts.
 * :class:`DueIndex` — an in-memory index, one per Kafka partition, of the
-  URLs waiting in each host's queue (a heap per host ordered by next fetch
-  time, then priority) and of the hosts ordered by when they become eligible
-  (a heap of tickets with lazy invalidation). Taking the next due host costs
-  O(log n) in the number of hosts and URLs; nothing scans every stored URL.
+  URLs waiting in each host's queue (a heap per host and priority, ordered by
+  next fetch time) and of the hosts ordered by when they become eligible (a
+  heap of tickets, one live per host, stale ones bounded). Taking the next
+  due URL costs O(log n) in the number of hosts and URLs (times the few
+  distinct priorities of one host); nothing scans a host's or every stored URL.
   The index is a cache: it is rebuilt from the urls and hosts tables when a
   partition is assigned (restart, rebalance).
 
