@@ -74,4 +74,4 @@ kafka-status: venv
 # ------------------------------------------------------------------
 DEMO_ARGS ?=
 demo: venv
-	$(VENV_PY) -m squall.tools.demo $(if $(SITE),--site $(SITE),) $(DEMO_ARGS)
+	$(VENV_PY) -m squall.tools.demo $(if $(SITE),--site $(SITE),) $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP),) $(DEMO_ARGS)

@@ -13,7 +13,7 @@ statuses, conditional headers, the pace event and the signal — is
 :mod:`squall.policy.fetch_decision`'s. URLs are handed out ahead of their host's
 delay (``frontier.handout.ahead``), so the next one is already waiting here
 when the delay ends and starts within milliseconds of the earliest allowed
-time (ARCHITECTURE.md invariant 6).
+time (docs/architecture.md invariant 6).
 
 Re-delivery and take-over (invariants 2 and 3):
 

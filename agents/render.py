@@ -2,7 +2,7 @@
 
 Called once per fetched page inside the fetch turn of its host, after the raw
 fetch and its WARC records and before the turn ends, so the host's next fetch
-waits its delay after the render's last request (ARCHITECTURE.md invariant 2:
+waits its delay after the render's last request (docs/architecture.md invariant 2:
 a render counts as a fetch of its host)::
 
     result = await render_step(msg, result, runtime)

@@ -6,7 +6,7 @@ The decisions (status handling, TTL, back-off, last good copy) are
 included), caps the body, and stores the entry in the durable robots table
 (written inside the fetch event of the origin's partition).
 
-Every redirect hop is a request too (ARCHITECTURE.md invariant 2): the caller
+Every redirect hop is a request too (docs/architecture.md invariant 2): the caller
 passes ``pause``, awaited before each hop after the first, which waits the
 delay in force of the asking queue. A URL that repeats in the chain ends it at
 once, as does a chain longer than 5 hops: both are "unreachable" (complete

@@ -8,7 +8,7 @@ changelog to the partition of the current event). A host gets at most
 ``frontier.handout.ahead`` of its URLs are out and its earliest start is
 within ``frontier.handout.lead.secs`` (:meth:`squall.policy.frontier.HostRecord.eligible_at_s`):
 the URLs travel ahead of the delay and the fetcher's queue starts each on
-time (ARCHITECTURE.md invariants 2 and 6). The hand-out is recorded in the
+time (docs/architecture.md invariants 2 and 6). The hand-out is recorded in the
 durable hosts table before the URLs are sent.
 """
 

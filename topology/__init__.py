@@ -7,7 +7,7 @@ declaration; decisions live in :mod:`squall` (policy) and the loops in
 Topics (all raw bytes, keyed by the URL's partition key as UTF-8 — see
 :mod:`squall.policy.partition` — with ``topology.partitions`` partitions and Kafka's
 default murmur2 partitioner, so partition p of every topic and table lands on
-the same worker: ARCHITECTURE.md invariant 1):
+the same worker: docs/architecture.md invariant 1):
 
 * ``<id>-status``   StatusMessage JSON: seeds, outlinks, fetch results.
 * ``<id>-fetch``    FetchMessage JSON: URLs handed out by the spout.

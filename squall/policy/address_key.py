@@ -28,7 +28,7 @@ served from one address share one queue and one pace:
 Producers that cannot resolve (``squall seed``, the parse step's outlinks,
 redirect targets, sitemaps) key a URL by its host name (:func:`provisional_key`);
 the status updater resolves and routes it to its address's partition before
-the URL gets a record (ARCHITECTURE.md invariant 1: the record lives with
+the URL gets a record (docs/architecture.md invariant 1: the record lives with
 its queue's partition).
 """
 

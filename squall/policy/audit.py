@@ -3,7 +3,7 @@
 Pure (no I/O, no clock: every time is passed in). One :class:`HostAudit`
 per queue key (host, or domain per ``partition.url.mode``) is the value of
 the ``audit`` table (key: partition key), so it survives restarts and
-rebalances: a host has one owner at a time (ARCHITECTURE.md invariant 1)
+rebalances: a host has one owner at a time (docs/architecture.md invariant 1)
 and the owner continues the record it recovered. Every request to the host
 counts — pages, robots.txt and each of its redirect hops, sitemaps,
 renders (invariant 2) — and is fed to :func:`record_request` with its start

@@ -15,7 +15,7 @@ thread, so there are no locks but the same design:
 The queues do not compute delays: *when* a queue may start its next fetch is
 the pace model's (:mod:`squall.policy.pace`), passed in as a time (``ready_at_s``)
 when an item is added, when a fetch finishes and when the pace changes while
-items wait (a Retry-After). One formula, in one place (ARCHITECTURE.md
+items wait (a Retry-After). One formula, in one place (docs/architecture.md
 invariant 2); this module only orders.
 
 Consequences: :meth:`FetchQueues.take` is O(log n) amortised (it never looks at

@@ -15,7 +15,7 @@ Two parts, both pure:
   The index is a cache: it is rebuilt from the urls and hosts tables when a
   partition is assigned (restart, rebalance).
 
-Eligibility (ARCHITECTURE.md invariants 2 and 6): a host gets a hand-out
+Eligibility (docs/architecture.md invariants 2 and 6): a host gets a hand-out
 when fewer than ``frontier.handout.ahead`` of its URLs are out and its
 earliest start (delay, Retry-After, back-off) is at most
 ``frontier.handout.lead.secs`` away; the fetcher's queue then starts each URL
@@ -125,7 +125,7 @@ class HostRecord:
             lead_s: ``frontier.handout.lead.secs``, how long before the host's
                 earliest start (delay, Retry-After, back-off) a hand-out may
                 leave, so the Kafka round trip is hidden inside the delay
-                (ARCHITECTURE.md invariant 6).
+                (docs/architecture.md invariant 6).
 
         Returns:
             max(time the host has fewer live hand-outs than its places,
@@ -149,7 +149,7 @@ class HostRecord:
 
 
 def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:
-    """URLs of one queue that may be out at once (ARCHITECTURE.md invariant 6).
+    """URLs of one queue that may be out at once (docs/architecture.md invariant 6).
 
     One is being fetched; enough more wait at the fetcher to cover the
     hand-out round trip (``lead_s``: result → signal → tick → fetch) at the

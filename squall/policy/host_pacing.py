@@ -8,7 +8,7 @@ the durable record has:
 * the URL's hand-out place is freed (only the hand-out the signal is about:
   a signal of an older hand-out never frees a newer one);
 * a signal already applied (same ``fetch_id``) changes nothing: Kafka
-  delivers at least once (ARCHITECTURE.md invariant 3). The last
+  delivers at least once (docs/architecture.md invariant 3). The last
   ``frontier.signals.remembered`` fetch ids are kept per host.
 """
 

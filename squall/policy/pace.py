@@ -4,7 +4,7 @@ Pure: no clock, no I/O, no Faust. The fetcher's in-memory gate (the fetch
 queues) and the durable hosts-table record (the queue regulator) are two uses
 of this module — both call :func:`after_fetch` with the same
 :class:`FetchEnded` event and get the same :class:`PaceState`, so they never
-disagree (ARCHITECTURE.md invariant 2).
+disagree (docs/architecture.md invariant 2).
 
 The delay in force (seconds, from the END of one request to the START of the
 next, StormCrawler ``FetcherBolt`` semantics) is the maximum of:
@@ -232,7 +232,7 @@ def on_takeover(state: PaceState | None, now_s: float, previous_owner_active: bo
 
     Returns:
         ``state``, with ``next_fetch_at_s`` raised to ``now_s`` + the last
-        delay in force when ``previous_owner_active`` (ARCHITECTURE.md
+        delay in force when ``previous_owner_active`` (docs/architecture.md
         invariant 2: a new owner never starts a host sooner than the old
         owner's pace allowed).
     """

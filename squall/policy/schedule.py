@@ -3,7 +3,7 @@
 A :class:`UrlRecord` is the value of the urls table (key: canonical URL). The
 status updater calls :func:`apply` for every message of the status topic; the
 function is pure and idempotent: applying the same message twice gives the
-same record (re-delivery is normal under at-least-once, ARCHITECTURE.md
+same record (re-delivery is normal under at-least-once, docs/architecture.md
 invariant 3).
 
 Rules (seed 003: transient vs permanent failures; StormCrawler keys):

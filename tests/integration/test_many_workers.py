@@ -2,7 +2,7 @@
 
 Through the real broker and a recording loopback site: the second worker joins
 mid-crawl (rebalance), then the first is killed without a clean shutdown
-(SIGKILL) and restarted. Host ownership by partition (ARCHITECTURE.md
+(SIGKILL) and restarted. Host ownership by partition (docs/architecture.md
 invariant 1) and the durable next-eligible times (invariant 2) must keep
 every host's request gaps at or above ``fetcher.server.delay`` throughout;
 at-least-once delivery (invariant 3) must bring every page to FETCHED.

@@ -1,4 +1,4 @@
-"""Politeness through the real broker, measured at the recording server (ARCHITECTURE.md invariants 2 and 4).
+"""Politeness through the real broker, measured at the recording server (docs/architecture.md invariants 2 and 4).
 
 Two crawls, each one configuration with several simulated hosts (one
 behaviour per host, a few pages each), shared by the tests of this module

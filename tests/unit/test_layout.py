@@ -127,3 +127,19 @@ def test_an_import_for_annotations_only_is_not_an_import(tmp_path: pathlib.Path)
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from squall.settings import Settings\n"
                       "import os\n")
     assert _violations(module) == ["imports os"]
+
+
+def test_every_cited_invariant_exists_on_the_architecture_page() -> None:
+    import re
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    listed = {int(n) for n in re.findall(r"^(\d+)\. \*\*", page.split("## Invariants", 1)[1].split("\n## ", 1)[0], re.M)}
+    assert listed == set(range(1, 7))
+    cited: set[int] = set()
+    for path in [*ROOT.glob("squall/**/*.py"), *ROOT.glob("agents/*.py"), *ROOT.glob("topology/*.py"),
+                 *ROOT.glob("tests/**/*.py"), ROOT / "README.md"]:
+        text = path.read_text()
+        assert "ARCHITECTURE" + ".md" not in text, f"{path}: cites a file not in the repository"
+        for group in re.findall(r"docs/architecture\.md invariants? ([\d, and]+)", text):
+            cited |= {int(n) for n in re.findall(r"\d+", group)}
+    assert cited and cited <= listed, sorted(cited - listed)
