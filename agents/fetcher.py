@@ -238,6 +238,11 @@ class FetcherRuntime:
         self.active[fid] = []
         return True
 
+    def received(self, url: str, handed_out_at_s: float) -> bool:
+        """Whether this worker got the fetch message of that hand-out (waiting, fetching, or done recently)."""
+        fid = fd.handout_id(url, handed_out_at_s)
+        return fid in self.active or fid in self.recent
+
     def finished(self, fid: str) -> None:
         for copy in self.active.pop(fid, []):
             copy.ack()
