@@ -19,11 +19,11 @@ import time
 
 from aiokafka import AIOKafkaProducer
 
-from squall.frontier import HostRecord
-from squall.kafka_admin import ensure_topics
-from squall.partition import partition_for_key, partition_key
-from squall.testsite import generated_site
-from squall.topics import all_topics, changelog_name
+from squall.policy.frontier import HostRecord
+from squall.tools.kafka_admin import ensure_topics
+from squall.policy.partition import partition_for_key, partition_key
+from squall.tools.testsite import generated_site
+from squall.policy.topics import all_topics, changelog_name
 
 HOST_IP = "127.0.0.2"
 DELAY_S = 0.3
