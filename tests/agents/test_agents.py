@@ -185,6 +185,37 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
 
 
+async def test_the_fetcher_sends_the_signal_only_once_the_broker_has_the_status(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agents import fetcher
+    from squall.policy.pace import FetchEnded, PaceState
+    from squall.policy.records import Status, StatusMessage
+
+    order: list[str] = []
+    delivered: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def status_send(**_kw: Any) -> asyncio.Future:
+        order.append("status handed to the producer")
+        return delivered
+
+    async def signal_send(**_kw: Any) -> None:
+        order.append("signal")
+
+    monkeypatch.setattr(topology.status_topic, "send", status_send)
+    monkeypatch.setattr(topology.signals_topic, "send", signal_send)
+    msg = FetchMessage(url="https://example.com/s", key=HOST, handed_out_at_s=10.0)
+    status = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
+    task = asyncio.ensure_future(fetcher._send(msg, [status], FetchEnded(fetch_id="f", kind=SignalKind.OTHER,
+                                                                          at_s=11.0), PaceState()))
+    await asyncio.sleep(0.05)
+    assert order == ["status handed to the producer"]  # a SIGKILL now loses both, never the status alone
+    delivered.set_result(None)
+    await task
+    assert order == ["status handed to the producer", "signal"]
+
+
 # ---------------------------------------------------------------- fetcher shutdown
 
 
