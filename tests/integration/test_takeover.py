@@ -20,16 +20,16 @@ import time
 from aiokafka import AIOKafkaProducer
 
 from squall.policy.frontier import HostRecord
-from squall.tools.kafka_admin import ensure_topics
 from squall.policy.partition import partition_for_key, partition_key
-from squall.tools.testsite import generated_site
 from squall.policy.topics import all_topics, changelog_name
+from squall.tools.kafka_admin import ensure_topics
+from squall.tools.testsite import generated_site
 
 HOST_IP = "127.0.0.2"
 DELAY_S = 0.3
 
 
-async def _write_host_record(settings, record: HostRecord) -> None:  # noqa: ANN001 (Settings)
+async def _write_host_record(settings, record: HostRecord) -> None:
     """Put ``record`` into the hosts table's changelog, as the earlier owner's worker would have."""
     bootstrap = settings["kafka.bootstrap.servers"]
     await ensure_topics(bootstrap, all_topics(settings), settings["topology.replication.factor"])
