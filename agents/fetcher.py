@@ -238,6 +238,11 @@ class FetcherRuntime:
         self.active[fid] = []
         return True
 
+    def received(self, url: str, handed_out_at_s: float) -> bool:
+        """Whether this worker got the fetch message of that hand-out (waiting, fetching, or done recently)."""
+        fid = fd.handout_id(url, handed_out_at_s)
+        return fid in self.active or fid in self.recent
+
     def finished(self, fid: str) -> None:
         for copy in self.active.pop(fid, []):
             copy.ack()
@@ -316,10 +321,21 @@ async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
 
 
 async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState) -> None:
+    """Send the URL's statuses, wait until the broker has them, then send the signal that frees the hand-out.
+
+    The order matters across a crash: a signal applied frees the hand-out in
+    the hosts table, and a re-delivered copy of it is then skipped as stale
+    (:func:`_stale`); were the signal on the broker without the status (a
+    SIGKILL between their two produce batches), the URL would never get its
+    result (issue 9: seen in the long fault profile, seed 9202). A delivery
+    error raises: the fetch message stays unacknowledged and is re-delivered.
+    """
     observe_result(statuses[0])
+    pending = []
     for status in statuses:
         key = msg.key if status.url == msg.url else partition_key(status.url, MODE)  # its own: the queue's key
-        await status_topic.send(key=key.encode(), value=status.to_bytes())
+        pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
+    await asyncio.gather(*pending)
     await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
 
 

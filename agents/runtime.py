@@ -13,6 +13,7 @@ import time
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
+from squall.policy.takeover import release_at_s
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
@@ -20,19 +21,23 @@ PARTITIONS: int = settings.topology_partitions
 INFLIGHT_TIMEOUT_S: float = settings.frontier_inflight_timeout_secs
 AHEAD: int = settings.frontier_handout_ahead
 LEAD_S: float = settings.frontier_handout_lead_secs
+TAKEOVER_GRACE_S: float = settings.frontier_takeover_grace_secs
 
 
 class WorkerState:
     """Due index per owned partition, when a tick was last sent to each, and since when it is owned.
 
     ``assigned_at`` (partition → Unix s) tells a hand-out of this worker
-    from one of an earlier owner (the take-over rule of :mod:`squall.policy.pace`).
+    from one of an earlier owner (the take-over rule of :mod:`squall.policy.pace`);
+    ``stranded`` (partition → {key: Unix s}) lists the hosts holding such
+    hand-outs and when they may be handed out again (:mod:`squall.policy.takeover`).
     """
 
     def __init__(self) -> None:
         self.indexes: dict[int, DueIndex] = {}
         self.tick_sent_at: dict[int, float] = {}
         self.assigned_at: dict[int, float] = {}
+        self.stranded: dict[int, dict[str, float]] = {}
         self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
@@ -56,6 +61,7 @@ class WorkerState:
         self.assigned_at = {p: self.assigned_at.get(p, now) for p in partitions}
         self.indexes = indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
+        self.stranded = {}
         try:
             counts = await self._fill(indexes, now, generation, chunk)
         except RuntimeError:  # the tables' stores changed under the iteration: a rebalance, which rebuilds again
@@ -77,6 +83,11 @@ class WorkerState:
             if index is not None:
                 index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
                 in_flight.update(host.live_in_flight(INFLIGHT_TIMEOUT_S, now))
+                partition = partition_for_key(host.key, PARTITIONS)
+                at = release_at_s(host.live_in_flight(INFLIGHT_TIMEOUT_S, now), self.assigned_at[partition],
+                                  host.delay_s, TAKEOVER_GRACE_S)
+                if at is not None:
+                    self.stranded.setdefault(partition, {})[host.key] = at
             if n % chunk == 0 and not await self._still(generation):
                 return None
         count = 0
@@ -89,6 +100,11 @@ class WorkerState:
             if n % chunk == 0 and not await self._still(generation):
                 return None
         return count, len(in_flight)
+
+    def next_release_s(self, partition: int) -> float | None:
+        """Earliest time a host of ``partition`` may get an earlier owner's hand-outs back (None: none)."""
+        pending = self.stranded.get(partition)
+        return min(pending.values()) if pending else None
 
     async def _still(self, generation: int) -> bool:
         """Yield to the loop; whether the rebuild of ``generation`` is still the latest one."""

@@ -18,9 +18,12 @@ import logging
 import time
 
 from agents.common import load_host, save_host
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.fetcher import runtime as fetcher
+from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
+from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord
+from squall.policy.takeover import stranded
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.spout")
@@ -34,6 +37,7 @@ async def spout(stream):
     async for event in stream.events():
         partition = event.message.partition
         state.tick_sent_at.pop(partition, None)
+        release_stranded(partition, time.time())
         for msg in hand_out(partition, time.time()):
             await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
 
@@ -66,6 +70,35 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     return out
 
 
+def release_stranded(partition: int, now_s: float) -> None:
+    """Hand out again the earlier owner's hand-outs that never reached this worker (:mod:`squall.policy.takeover`).
+
+    Their URLs leave the host's in-flight list and go back to the due index;
+    the durable pace keeps the take-over rule (one delay after the take-over).
+    """
+    pending, index = state.stranded.get(partition), state.indexes.get(partition)
+    since = state.assigned_at.get(partition)
+    if not pending or index is None or since is None:
+        return
+    for key in [k for k, at in pending.items() if at <= now_s]:
+        host = load_host(key)
+        urls = stranded(host.in_flight, since, host.delay_s, TAKEOVER_GRACE_S, now_s, fetcher.received)
+        if urls is None:  # the record changed (a longer delay): not yet
+            pending[key] = now_s + host.delay_s
+            continue
+        del pending[key]
+        if not urls:
+            continue
+        log.warning("squall: handing out again %d hand-out(s) of %s that an earlier owner never reported and "
+                    "whose fetch messages did not reach this worker: %s", len(urls), key, urls)
+        host = host.without_handouts(urls).with_pace(on_takeover(host.pace(), since, True))
+        save_host(host)
+        for r in (_record(u) for u in urls):
+            if r is not None and r.next_fetch_at_s is not None:
+                index.push(key, r.url, r.next_fetch_at_s, r.priority)
+        index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
+
+
 def _record(url: str) -> UrlRecord | None:
     raw = urls_table.get(url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)
@@ -73,10 +106,10 @@ def _record(url: str) -> UrlRecord | None:
 
 @app.timer(TICK_S)
 async def send_ticks() -> None:
-    """Send a tick to each owned partition whose due index has a host due now."""
+    """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
     now = time.time()
     for partition, index in list(state.indexes.items()):
-        due = index.next_due_s()
+        due = min((t for t in (index.next_due_s(), state.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue
         sent = state.tick_sent_at.get(partition)

@@ -113,7 +113,12 @@ class Go:
 
 def fetch_id(msg: FetchMessage) -> str:
     """The id of one hand-out's fetch: re-deliveries of the same hand-out share it."""
-    return f"{msg.handed_out_at_s:.6f}:{msg.url}"
+    return handout_id(msg.url, msg.handed_out_at_s)
+
+
+def handout_id(url: str, handed_out_at_s: float) -> str:
+    """The fetch id of the hand-out of ``url`` at ``handed_out_at_s`` (Unix s), as the hosts table records it."""
+    return f"{handed_out_at_s:.6f}:{url}"
 
 
 def before_fetch(msg: FetchMessage, entry: RobotsEntry, rules: RobotsRules, now_s: float,

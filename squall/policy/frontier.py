@@ -142,6 +142,10 @@ class HostRecord:
         counts[reason.value] = counts.get(reason.value, 0) + 1
         return replace(self, rejected=counts)
 
+    def without_handouts(self, urls: list[str]) -> "HostRecord":
+        """This record with the hand-outs of ``urls`` no longer in flight (handed out again: squall.policy.takeover)."""
+        return replace(self, in_flight={u: t for u, t in self.in_flight.items() if u not in urls})
+
     def with_handout(self, urls: list[str], now_s: float) -> "HostRecord":
         in_flight = dict(self.in_flight)
         in_flight.update({u: now_s for u in urls})

@@ -189,6 +189,12 @@ class SettingsFields:
     frontier_handout_lead_secs: float = field(metadata={"key": "frontier.handout.lead.secs"})
     #: A handed-out URL with no result after this long (s) is handed out again.
     frontier_inflight_timeout_secs: float = field(metadata={"key": "frontier.inflight.timeout.secs"})
+    #: After taking over a partition (restart or rebalance), hand-outs of an earlier
+    #: owner whose fetch messages this worker has not received this long (s) after
+    #: the take-over -- and never sooner than one delay of the host -- are handed
+    #: out again (a late copy is skipped as stale). 0 = off: such a hand-out waits
+    #: for frontier.inflight.timeout.secs.
+    frontier_takeover_grace_secs: float = field(metadata={"key": "frontier.takeover.grace.secs"})
     #: Forward robots Crawl-delay signals into the hosts table (seed 000).
     frontier_robots_crawl_delay_enabled: bool = field(metadata={"key": "frontier.robots.crawl.delay.enabled"})
     #: Largest robots delay (s) the regulator sets.

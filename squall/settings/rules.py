@@ -67,6 +67,7 @@ NOT_NEGATIVE = (
     "frontier.robots.delay.decay.secs",
     "fetcher.server.rate",
     "frontier.handout.lead.secs",
+    "frontier.takeover.grace.secs",
     "audit.tolerance.secs",
     "metrics.hosts.top",
     "http.robots.refresh.ahead.secs",

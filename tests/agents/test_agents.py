@@ -118,6 +118,29 @@ async def test_the_spout_hands_out_a_due_url_and_records_it_in_flight(sent: Sent
     assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).in_flight == {url: msg.handed_out_at_s}
 
 
+async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_reached_this_worker(
+        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    lost, received, mine = "https://example.com/lost", "https://example.com/received", "https://example.com/mine"
+    since = now - 10  # owned since 10 s ago: past the grace (frontier.takeover.grace.secs) and the delay
+    for url in (lost, received, mine):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 20).to_dict()
+    host = HostRecord(key=HOST, delay_s=0.2).with_handout([lost, received], since - 5).with_handout([mine], since + 1)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: since})
+    agent_runtime.state.stranded = {P: {HOST: since + 5}}
+    from agents import fetcher
+    monkeypatch.setattr(fetcher.runtime, "received", lambda url, at_s: url == received)
+    async with spout.test_context() as agent:
+        await agent.put(key=b"tick", value=b"", partition=P)
+    handed = [FetchMessage.from_bytes(json.dumps(v).encode()) for _k, v, _p in sent.of(topology.fetch_topic)]
+    assert [m.url for m in handed] == [lost]  # the received one reports itself; this owner's own is not touched
+    record = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert record.in_flight == {received: since - 5, mine: since + 1, lost: handed[0].handed_out_at_s}
+    assert record.next_fetch_at_s >= since + 0.2  # the take-over rule is in the durable pace
+    assert agent_runtime.state.stranded == {P: {}}
+
+
 # ---------------------------------------------------------------- queue regulator
 
 
@@ -160,6 +183,37 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent
         await agent.put(key=HOST.encode(), value=b"\x00garbage", partition=P)
     assert len(sent.of(topology.deadletter_topic)) == 2
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
+
+
+async def test_the_fetcher_sends_the_signal_only_once_the_broker_has_the_status(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agents import fetcher
+    from squall.policy.pace import FetchEnded, PaceState
+    from squall.policy.records import Status, StatusMessage
+
+    order: list[str] = []
+    delivered: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def status_send(**_kw: Any) -> asyncio.Future:
+        order.append("status handed to the producer")
+        return delivered
+
+    async def signal_send(**_kw: Any) -> None:
+        order.append("signal")
+
+    monkeypatch.setattr(topology.status_topic, "send", status_send)
+    monkeypatch.setattr(topology.signals_topic, "send", signal_send)
+    msg = FetchMessage(url="https://example.com/s", key=HOST, handed_out_at_s=10.0)
+    status = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
+    task = asyncio.ensure_future(fetcher._send(msg, [status], FetchEnded(fetch_id="f", kind=SignalKind.OTHER,
+                                                                          at_s=11.0), PaceState()))
+    await asyncio.sleep(0.05)
+    assert order == ["status handed to the producer"]  # a SIGKILL now loses both, never the status alone
+    delivered.set_result(None)
+    await task
+    assert order == ["status handed to the producer", "signal"]
 
 
 # ---------------------------------------------------------------- fetcher shutdown

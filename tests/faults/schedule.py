@@ -9,7 +9,7 @@ is printed, so a failing trial is re-run exactly with
 
 Profiles (``SQUALL_FAULTS_PROFILE``):
 
-* ``ci`` (default): three trials, a few minutes — part of ``make test``;
+* ``ci`` (default): four trials, a few minutes — part of ``make test`` (``scripts/test.sh`` without arguments);
 * ``long``: ≥ 20 worker kills at random moments, broker restarts, wiped
   data directories, churn and a kill during table recovery (about 30 min).
 """
@@ -70,6 +70,10 @@ class Trial:
 CI_TRIALS = (
     Trial("kill-during-fetch, static, rejoin", 9101,
           (Fault("kill", target="slow-owner", down_s=(0.2, 1.0)),), membership=STATIC),
+    # Once in two runs (2026-12-01) this trial stranded 11 hand-outs of the killed worker: their fetch
+    # messages never reached the new owner and the hosts waited for frontier.inflight.timeout.secs
+    # (600 s). The new owner now hands them out again after frontier.takeover.grace.secs (squall.takeover).
+    Trial("kill-random, wiped datadir", 9102, (Fault("kill", down_s=(0.0, 4.0), wipe=True),)),
     Trial("broker kill -9 and restart", 9103,
           (Fault("broker", after_requests=(10, 20), down_s=(2.0, 6.0)),)),
 )
@@ -86,11 +90,6 @@ def long_trials(master_seed: int = 2026) -> tuple[Trial, ...]:
                             (Fault("kill", target=target, down_s=(0.0, 10.0), wipe=wipe),),
                             membership=rng.choice([DYNAMIC, STATIC])))
     trials += [
-        # Seed 9102 left the CI profile on 2026-12-01: once in two runs the surviving worker took over
-        # partitions holding 9 hand-outs of the killed worker and never got their fetch messages again,
-        # so those hosts waited for frontier.inflight.timeout.secs (600 s) and the trial timed out with
-        # 29 URLs not final. An open at-least-once bug (issue 9), kept here so it can fail.
-        Trial("kill-random, wiped datadir", 9102, (Fault("kill", down_s=(0.0, 4.0), wipe=True),)),
         Trial("broker-1", rng.randrange(1 << 30), (Fault("broker", after_requests=(8, 25), down_s=(2.0, 10.0)),)),
         Trial("broker-2 static", rng.randrange(1 << 30),
               (Fault("broker", after_requests=(8, 25), down_s=(2.0, 10.0)),), membership=STATIC),

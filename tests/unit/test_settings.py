@@ -212,6 +212,7 @@ def test_partition_mode_by_domain_is_accepted_without_robots_pacing(defaults):
         ("frontier.inflight.timeout.secs"),
         ("kafka.session.timeout.secs"),
         ("frontier.robots.delay.decay.secs"),
+        ("frontier.takeover.grace.secs"),
     ],
 )
 def test_a_negative_delay_or_timeout_is_refused_with_its_key(defaults, key):

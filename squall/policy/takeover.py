@@ -1,0 +1,61 @@
+"""Hand-outs stranded by an earlier owner of a partition: when the new owner hands them out again. Pure.
+
+A hand-out is recorded in the durable hosts table (``in_flight``: URL →
+hand-out time, Unix s) before its fetch message is sent, and freed by its
+fetch's signal. After a take-over (restart or rebalance) the new owner
+normally receives the earlier owner's unfinished fetch messages again (its
+offsets were not committed) and fetches them. When one never comes — it was
+committed without being fetched, or never sent because the owner died
+between the record and the send — its URL holds one of the host's hand-out
+places until ``frontier.inflight.timeout.secs`` (600 s): with every place so
+held, the host stops (issue 9, fault trial seed 9102).
+
+The rule: ``frontier.takeover.grace.secs`` after the take-over, and never
+sooner than one delay of the host after it (the take-over rule of
+:func:`squall.policy.pace.on_takeover`: the earlier owner's last request may have
+started up to the take-over), each hand-out of an earlier owner that this
+worker's fetcher has not received is handed out again. Should its old fetch
+message still arrive, it is stale (the hosts table records the newer hand-out)
+and skipped; one that the fetcher received is left to report itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+
+def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float,
+                 grace_s: float) -> float | None:
+    """When the hand-outs of an earlier owner in ``in_flight`` may be handed out again (Unix s).
+
+    Args:
+        in_flight: the host record's hand-outs, URL → hand-out time (Unix s).
+        owned_since_s: since when this worker owns the host's partition (Unix s);
+            a hand-out made before it is an earlier owner's.
+        delay_s: the host's last delay in force (s).
+        grace_s: ``frontier.takeover.grace.secs``; 0 turns the rule off.
+
+    Returns:
+        ``owned_since_s + max(grace_s, delay_s)``, or None when no hand-out
+        predates the take-over or the rule is off.
+    """
+    if grace_s <= 0 or not any(t < owned_since_s for t in in_flight.values()):
+        return None
+    return owned_since_s + max(grace_s, delay_s)
+
+
+def stranded(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float, grace_s: float,
+             now_s: float, received: Callable[[str, float], bool]) -> list[str] | None:
+    """The earlier owner's hand-outs to hand out again now (sorted URLs), or None while it is too early.
+
+    ``received(url, handed_out_at_s)`` tells whether this worker's fetcher
+    got that hand-out's fetch message (it is waiting, fetching or done: it
+    reports itself). Other arguments as in :func:`release_at_s`. An empty
+    list means the time has come and nothing is stranded.
+    """
+    at = release_at_s(in_flight, owned_since_s, delay_s, grace_s)
+    if at is None:
+        return []
+    if now_s < at:
+        return None
+    return sorted(u for u, t in in_flight.items() if t < owned_since_s and not received(u, t))
