@@ -18,9 +18,9 @@ import logging
 import time
 from urllib.parse import urlsplit
 
-from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.errors import BlockedAddress, FetchError
 from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.records import Reason
 from squall.policy.urls import host_of
 from topology import settings

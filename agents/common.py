@@ -26,6 +26,9 @@ def save_host(host: HostRecord) -> None:
 async def deadletter(value: bytes | None, exc: Exception) -> None:
     """Send an undecodable message to the dead-letter topic with the reason; never raises."""
     log.warning("squall: dead-lettered a message: %s", exc)
-    body = {"reason": type(exc).__name__, "detail": str(exc),
-            "value": (value or b"").decode("utf-8", errors="replace")[:10000]}
+    body = {
+        "reason": type(exc).__name__,
+        "detail": str(exc),
+        "value": (value or b"").decode("utf-8", errors="replace")[:10000],
+    }
     await deadletter_topic.send(key=b"deadletter", value=json.dumps(body).encode())

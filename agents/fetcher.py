@@ -57,20 +57,20 @@ from agents.common import deadletter, load_host
 from agents.observe import audit_request, observe_fetch, observe_result
 from agents.render import close_pool, render_step
 from agents.robots import RobotsService
-from agents.sitemaps import emit_robots_sitemaps
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
+from agents.sitemaps import emit_robots_sitemaps
+from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.net.warc import WarcWriter
 from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.backoff import TokenBucket, try_take
-from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
 from squall.policy.fetch_queues import FetchQueues
-from squall.net.http import HttpConfig, HttpFetcher
 from squall.policy.outcome import classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
 from squall.policy.urls import NormalizerConfig, origin_of
-from squall.net.warc import WarcWriter
 from topology import app, fetch_topic, settings, signals_topic, status_topic
 
 log = logging.getLogger("squall.fetcher")
@@ -121,8 +121,11 @@ class FetcherRuntime:
 
     queues: FetchQueues = field(default_factory=lambda: FetchQueues.from_settings(settings))
     paces: dict[str, tuple[float, PaceState]] = field(default_factory=dict)  # key → (owned since, pace)
-    robots: RobotsService = field(default_factory=lambda: RobotsService(CONFIG.robots, settings.http_robots_cache_lru_size,
-                                                                       before_request=lambda o, h: _audit_robots(o, h)))
+    robots: RobotsService = field(
+        default_factory=lambda: RobotsService(
+            CONFIG.robots, settings.http_robots_cache_lru_size, before_request=lambda o, h: _audit_robots(o, h)
+        )
+    )
     http: HttpFetcher | None = None
     buckets: dict[str, TokenBucket] = field(default_factory=dict)  # optional token bucket per queue
     refreshing: set[str] = field(default_factory=set)
@@ -186,8 +189,11 @@ class FetcherRuntime:
         pace = after_fetch(self.pace(key, event.at_s), event, CONFIG.pace)
         self.paces[key] = (self.paces[key][0], pace)
         if pace.capped_retry_after:
-            log.warning("squall: Retry-After of %s is longer than frontier.retry.after.max.secs (%.0f s): "
-                        "waiting the cap", key, CONFIG.pace.retry_after_max_s)
+            log.warning(
+                "squall: Retry-After of %s is longer than frontier.retry.after.max.secs (%.0f s): waiting the cap",
+                key,
+                CONFIG.pace.retry_after_max_s,
+            )
         self.queues.finish(key, pace.ready_at_s)
         until_s = fd.hand_back_until(pace, event.at_s, CONFIG)
         if until_s is not None:  # a long block: the URLs waiting here go back to the frontier
@@ -227,7 +233,7 @@ class FetcherRuntime:
             if not waiting.done():
                 waiting.set_result(HandBack(max(now_s, self.pace(key, now_s).ready_at_s)))
 
-    def first_copy(self, fid: str, event) -> bool:  # noqa: ANN001 (faust Event)
+    def first_copy(self, fid: str, event) -> bool:
         """True for the first copy of a hand-out here; a later copy is parked and acked with the first."""
         if fid in self.recent:
             event.ack()
@@ -277,14 +283,14 @@ runtime = FetcherRuntime()
 
 
 @app.on_before_shutdown.connect
-async def _close_on_shutdown(sender, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+async def _close_on_shutdown(sender, **kwargs) -> None:
     """Close what the fetcher opened, once the consumer has stopped: the WARC file, HTTP sessions, the browser."""
     await runtime.close()
     await close_pool()
 
 
 @app.on_partitions_revoked.connect
-async def _drop_revoked(sender, revoked, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+async def _drop_revoked(sender, revoked, **kwargs) -> None:
     runtime.revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
 
 
@@ -302,7 +308,7 @@ async def fetcher(stream):
         asyncio.get_running_loop().create_task(_run(msg, event))
 
 
-async def _run(msg: FetchMessage, event) -> None:  # noqa: ANN001 (faust Event)
+async def _run(msg: FetchMessage, event) -> None:
     fid = fd.fetch_id(msg)
     try:
         if not runtime.first_copy(fid, event):
@@ -339,7 +345,7 @@ async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: F
     await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
 
 
-async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:  # noqa: ANN001 (faust Event)
+async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:
     """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
     try:
         status, event_ended = fd.failed_unexpectedly(msg, time.time())
@@ -356,7 +362,7 @@ def _stale(msg: FetchMessage) -> bool:
     return load_host(msg.key).in_flight.get(msg.url) != msg.handed_out_at_s
 
 
-async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:  # noqa: ANN001
+async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """One hand-out, turn by turn: robots.txt first (its own request), then the page → what to report.
 
     Returns None when there is nothing to report (a stale copy).
@@ -415,13 +421,13 @@ async def _address_route(msg: FetchMessage) -> Connect | tuple[list[StatusMessag
         statuses = [status]
     else:  # fetch.dns (FETCH_ERROR, retried) or fetch.blocked_address (ERROR); no request was made
         event_ended = fd.ended(msg, SignalKind.OTHER, now, requested=False)
-        statuses = fd.report(msg, classify_failure(route.reason), None, now,
-                             runtime.pace(msg.key, now), None, None)
+        statuses = fd.report(msg, classify_failure(route.reason), None, now, runtime.pace(msg.key, now), None, None)
     return statuses, event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
 
 
-async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn, address: str | None
-                       ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
+async def _robots_turn(
+    msg: FetchMessage, origin: str, turn: Turn, address: str | None
+) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
         entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key), address)
@@ -434,18 +440,24 @@ async def _robots_turn(msg: FetchMessage, origin: str, turn: Turn, address: str 
     return None
 
 
-async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float, address: str | None  # noqa: ANN001
-                      ) -> tuple[list[StatusMessage], FetchEnded, PaceState]:
+async def _fetch_page(
+    msg: FetchMessage, turn: Turn, entry, rules, now: float, address: str | None
+) -> tuple[list[StatusMessage], FetchEnded, PaceState]:
     """The page request of a granted turn, and what to report of it."""
     decision = fd.before_fetch(msg, entry, rules, now, CONFIG)
     if isinstance(decision, fd.Skip):
         status, event_ended = fd.skipped(msg, decision, now)
         return [status], event_ended, turn.end(event_ended)
     if msg.handed_out_at_s is not None and msg.handed_out_at_s < state.assigned_at.get(
-            partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s):
+        partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s
+    ):
         runtime.takeover_fetches += 1
-        log.info("squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
-                 "take-over; %d so far)", msg.url, runtime.takeover_fetches)
+        log.info(
+            "squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
+            "take-over; %d so far)",
+            msg.url,
+            runtime.takeover_fetches,
+        )
     await _token(msg.key)
     assert runtime.http is not None and runtime.warc is not None
     runtime.audit(msg.key)
@@ -456,24 +468,43 @@ async def _fetch_page(msg: FetchMessage, turn: Turn, entry, rules, now: float, a
         event_ended = fd.ended(msg, outcome.signal, time.time(), requested=fd.made_request(exc.reason), go=decision)
         pace = turn.end(event_ended)
         return fd.report(msg, outcome, None, event_ended.at_s, pace, None, decision), event_ended, pace
-    outcome = classify_http(result.status, url=msg.url, location=result.location,
-                            retry_after=result.header("Retry-After"), chain=msg.chain, now_s=result.ended_at_s,
-                            max_redirects=MAX_REDIRECTS, normalizer=NORMALIZER)
+    outcome = classify_http(
+        result.status,
+        url=msg.url,
+        location=result.location,
+        retry_after=result.header("Retry-After"),
+        chain=msg.chain,
+        now_s=result.ended_at_s,
+        max_redirects=MAX_REDIRECTS,
+        normalizer=NORMALIZER,
+    )
     observe_fetch(result)
-    await asyncio.to_thread(runtime.warc.write_fetch, msg.url, request_headers=result.request_headers,
-                            status=result.status, reason="", response_headers=result.headers, body=result.body,
-                            ip=result.ip, fetched_at_s=result.started_at_s, truncated=result.truncated,
-                            http_version=result.http_version)
+    await asyncio.to_thread(
+        runtime.warc.write_fetch,
+        msg.url,
+        request_headers=result.request_headers,
+        status=result.status,
+        reason="",
+        response_headers=result.headers,
+        body=result.body,
+        ip=result.ip,
+        fetched_at_s=result.started_at_s,
+        truncated=result.truncated,
+        http_version=result.http_version,
+    )
     if outcome.parse:  # a JavaScript page is rendered inside this turn (issue 12): it counts as a fetch of its host
         result = await render_step(msg, result, runtime)
-    event_ended = fd.ended(msg, outcome.signal, result.ended_at_s, requested=True, go=decision,
-                           retry_until_s=outcome.retry_after_s)
+    event_ended = fd.ended(
+        msg, outcome.signal, result.ended_at_s, requested=True, go=decision, retry_until_s=outcome.retry_after_s
+    )
     pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
     # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
-    parsed = await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) \
-        if outcome.parse else None
-    fetched = fd.Fetched(etag=result.header("ETag"), last_modified=result.header("Last-Modified"),
-                         truncated=result.truncated)
+    parsed = (
+        await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) if outcome.parse else None
+    )
+    fetched = fd.Fetched(
+        etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
+    )
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
 
 
@@ -488,15 +519,16 @@ async def _hop_pause(key: str) -> None:
     await asyncio.sleep(runtime.hop_delay_s(key))
 
 
-async def _refresh_robots(origin: str, key: str, event) -> None:  # noqa: ANN001 (faust Event, kept alive)
+async def _refresh_robots(origin: str, key: str, event) -> None:
     """Refresh a known robots.txt ahead of its expiry, in its own turn of the host's queue (seed 002)."""
     try:
         turn = await runtime.turn(key)
         if isinstance(turn, HandBack):
             return  # the host is blocked: refresh later
         try:
-            entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(key),
-                                                        key if BY_IP and is_ip_literal(key) else None)
+            entry, rules = await runtime.robots.refresh(
+                origin, runtime.http, lambda: _hop_pause(key), key if BY_IP and is_ip_literal(key) else None
+            )
             turn.end(fd.robots_ended(f"robots-refresh:{origin}:{time.time():.6f}", rules, time.time(), CONFIG))
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))

@@ -27,10 +27,10 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from squall.policy.audit import HostAudit, record_request
 from squall.net.http import FetchResult
-from squall.worker.metrics import Metrics, RateWindow, robots_outcome, top_keys
+from squall.policy.audit import HostAudit, record_request
 from squall.policy.records import Status, StatusMessage
+from squall.worker.metrics import Metrics, RateWindow, robots_outcome, top_keys
 from topology import app, audit_table, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.observe")
@@ -115,8 +115,9 @@ class TableGauges(Collector):
         for status, n in sorted(by_status.items()):
             g.add_metric([status], n)
         yield g
-        yield GaugeMetricFamily("squall_due_urls", "URLs due now (DISCOVERED or FETCH_ERROR, next fetch time passed)",
-                                value=due)
+        yield GaugeMetricFamily(
+            "squall_due_urls", "URLs due now (DISCOVERED or FETCH_ERROR, next fetch time passed)", value=due
+        )
         in_flight = blocked = backing_off = 0
         for value in hosts_table.values():
             in_flight += len(value.get("in_flight") or {})
@@ -124,12 +125,17 @@ class TableGauges(Collector):
             backing_off += bool((value.get("backoff") or {}).get("attempts"))
         yield GaugeMetricFamily("squall_in_flight_urls", "URLs handed out and not answered yet", value=in_flight)
         yield GaugeMetricFamily("squall_hosts_blocked", "Hosts blocked now (Retry-After or back-off)", value=blocked)
-        yield GaugeMetricFamily("squall_hosts_backing_off", "Hosts in a back-off after 429/503 without Retry-After",
-                                value=backing_off)
-        yield GaugeMetricFamily("squall_pages_per_second", "Pages FETCHED per second over the last minute",
-                                value=pages.rate(now))
-        lag = GaugeMetricFamily("squall_consumer_lag", "Messages of the worker's assigned partitions not yet "
-                                "committed (unconsumed), per topic", labels=["topic"])
+        yield GaugeMetricFamily(
+            "squall_hosts_backing_off", "Hosts in a back-off after 429/503 without Retry-After", value=backing_off
+        )
+        yield GaugeMetricFamily(
+            "squall_pages_per_second", "Pages FETCHED per second over the last minute", value=pages.rate(now)
+        )
+        lag = GaugeMetricFamily(
+            "squall_consumer_lag",
+            "Messages of the worker's assigned partitions not yet committed (unconsumed), per topic",
+            labels=["topic"],
+        )
         for topic, n in sorted(_consumer_lag().items()):
             lag.add_metric([topic], n)
         yield lag
@@ -161,14 +167,16 @@ def _host_families() -> Iterator[GaugeMetricFamily]:
             audits[value["key"]] = value
     top = top_keys(((k, int(v.get("requests") or 0)) for k, v in audits.items()), TOP_HOSTS)
     fams = {
-        "requests": GaugeMetricFamily("squall_host_requests", "Requests audited, top hosts "
-                                      "(metrics.hosts.top)", labels=["host"]),
-        "required_delay_s": GaugeMetricFamily("squall_host_delay_seconds", "Delay in force at the last request "
-                                              "(s), top hosts", labels=["host"]),
-        "min_gap_s": GaugeMetricFamily("squall_host_min_gap_seconds", "Smallest start-to-start gap (s), top hosts",
-                                       labels=["host"]),
-        "violations": GaugeMetricFamily("squall_host_audit_violations", "Audit violations, top hosts",
-                                        labels=["host"]),
+        "requests": GaugeMetricFamily(
+            "squall_host_requests", "Requests audited, top hosts (metrics.hosts.top)", labels=["host"]
+        ),
+        "required_delay_s": GaugeMetricFamily(
+            "squall_host_delay_seconds", "Delay in force at the last request (s), top hosts", labels=["host"]
+        ),
+        "min_gap_s": GaugeMetricFamily(
+            "squall_host_min_gap_seconds", "Smallest start-to-start gap (s), top hosts", labels=["host"]
+        ),
+        "violations": GaugeMetricFamily("squall_host_audit_violations", "Audit violations, top hosts", labels=["host"]),
     }
     for key in top:
         for field, fam in fams.items():
@@ -182,6 +190,6 @@ metrics.registry.register(TableGauges())
 
 
 @app.page("/metrics")
-async def metrics_page(self, request):  # noqa: ANN001 (Faust view handler)
+async def metrics_page(self, request):
     """Prometheus text exposition of this worker's metrics."""
     return self.bytes(generate_latest(metrics.registry), content_type=EXPOSITION_CONTENT_TYPE)

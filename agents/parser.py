@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from agents.common import CANONICAL
 from agents.sitemaps import parse_sitemap
-from squall.policy import metadata as md
 from squall.net.http import FetchResult
+from squall.policy import metadata as md
 from squall.policy.parse import is_parseable, parse_html
 from squall.policy.records import StatusMessage
 from squall.policy.robots_rules import product_token
@@ -33,8 +33,9 @@ AGENT_TOKEN = product_token(settings.http_agent_name)
 TITLE_MAX_CHARS: int = settings.parser_title_max_chars
 
 
-def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
-          ) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+def parse(
+    result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], list[StatusMessage]]:
     """Parse a fetched page → (metadata to record, DISCOVERED outlink messages).
 
     The recorded metadata (``parse.*`` keys, kept when ``metadata.persist``
@@ -65,8 +66,16 @@ def parse(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
     if parsed.nofollow:
         return recorded, []
     inherited = md.for_outlink(metadata, TRANSFER)
-    return recorded, batch_outlinks(parsed.outlinks, page_url=result.url, depth=depth + 1, metadata=inherited,
-                                    canonical=CANONICAL, mode=MODE, partitions=PARTITIONS, judge=JUDGE)
+    return recorded, batch_outlinks(
+        parsed.outlinks,
+        page_url=result.url,
+        depth=depth + 1,
+        metadata=inherited,
+        canonical=CANONICAL,
+        mode=MODE,
+        partitions=PARTITIONS,
+        judge=JUDGE,
+    )
 
 
 def settle(status: StatusMessage) -> StatusMessage:

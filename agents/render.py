@@ -27,19 +27,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from squall.net.browser import find_chromium
 from squall.errors import BrowserMissing
+from squall.net.browser import find_chromium
 from squall.net.http import FetchResult
+from squall.net.render import BrowserPool
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.parse import is_parseable, parse_html
 from squall.policy.records import FetchMessage
-from squall.net.render import BrowserPool
-from squall.policy.render_policy import (RenderConfig, RobotsAnswer, SubRequest, judge_request, shell_signals,
-                                  should_render)
+from squall.policy.render_policy import (
+    RenderConfig,
+    RobotsAnswer,
+    SubRequest,
+    judge_request,
+    shell_signals,
+    should_render,
+)
 from squall.policy.robots_rules import product_token
 from squall.policy.urls import host_of, origin_of
 from topology import settings
@@ -58,7 +64,9 @@ if CONFIG.enabled:
     try:
         CHROMIUM = find_chromium(CONFIG.browser_path)
     except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
-        raise SystemExit(f"squall: configuration error: render.browser.path: render.enabled is true but {exc}") from None
+        raise SystemExit(
+            f"squall: configuration error: render.browser.path: render.enabled is true but {exc}"
+        ) from None
 
 _pool: BrowserPool | None = None
 
@@ -108,15 +116,24 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
             return RobotsAnswer.UNAVAILABLE if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
         return RobotsAnswer.ALLOWED if known[1].allowed(url) else RobotsAnswer.DENIED
 
-    def judge(request: SubRequest, sent: int):  # noqa: ANN202
-        return judge_request(request, page_url=msg.url, config=CONFIG, mode=MODE, network=NETWORK,
-                             robots=robots, sent=sent)
+    def judge(request: SubRequest, sent: int):
+        return judge_request(
+            request, page_url=msg.url, config=CONFIG, mode=MODE, network=NETWORK, robots=robots, sent=sent
+        )
 
-    outcome = await pool().render(msg.url, result, fetch=lambda url, headers: runtime.http.fetch(url, headers=headers),
-                                  judge=judge)
-    log.info("squall: rendered %s (%s): %s, %d requests, %d cached, refused %s, %.2f s", msg.url, why,
-             outcome.failure.value if outcome.failure else "ok", outcome.sent, outcome.cached, dict(outcome.refused),
-             outcome.elapsed_s)
+    outcome = await pool().render(
+        msg.url, result, fetch=lambda url, headers: runtime.http.fetch(url, headers=headers), judge=judge
+    )
+    log.info(
+        "squall: rendered %s (%s): %s, %d requests, %d cached, refused %s, %.2f s",
+        msg.url,
+        why,
+        outcome.failure.value if outcome.failure else "ok",
+        outcome.sent,
+        outcome.cached,
+        dict(outcome.refused),
+        outcome.elapsed_s,
+    )
     ended = time.time()  # the host's delay counts from here (the signal's at_s), not from the raw fetch
     if outcome.html is None:
         return replace(result, render=outcome, ended_at_s=ended)
@@ -124,7 +141,13 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
     if CONTENT_LIMIT >= 0:
         body = body[:CONTENT_LIMIT]
     if runtime.warc is not None:
-        await asyncio.to_thread(runtime.warc.write_conversion, msg.url, body=body, content_type=RENDERED_TYPE,
-                                fetched_at_s=result.started_at_s, converted_at_s=ended)
+        await asyncio.to_thread(
+            runtime.warc.write_conversion,
+            msg.url,
+            body=body,
+            content_type=RENDERED_TYPE,
+            fetched_at_s=result.started_at_s,
+            converted_at_s=ended,
+        )
     headers = [(k, v) for k, v in result.headers if k.lower() != "content-type"] + [("Content-Type", RENDERED_TYPE)]
     return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended)

@@ -37,8 +37,9 @@ MAX_ROBOTS_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 class RobotsService:
     """Cached robots decisions of the origins this worker fetches (one per event loop)."""
 
-    def __init__(self, config: RobotsConfig, lru_size: int,
-                 before_request: Callable[[str, int], None] | None = None) -> None:
+    def __init__(
+        self, config: RobotsConfig, lru_size: int, before_request: Callable[[str, int], None] | None = None
+    ) -> None:
         """``before_request(origin, hop)`` runs right before each request (the politeness audit)."""
         self.config = config
         self.before_request = before_request
@@ -59,8 +60,9 @@ class RobotsService:
             return None
         return entry, self.cache.put(origin, entry)
 
-    async def refresh(self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]],
-                      address: str | None = None) -> tuple[RobotsEntry, RobotsRules]:
+    async def refresh(
+        self, origin: str, http: HttpFetcher, pause: Callable[[], Awaitable[None]], address: str | None = None
+    ) -> tuple[RobotsEntry, RobotsRules]:
         """Fetch robots.txt of ``origin`` now (one fetch per origin at a time) and store the decision.
 
         ``pause`` is awaited before each redirect hop (the queue's delay).
@@ -77,16 +79,23 @@ class RobotsService:
         self._inflight[origin] = future
         try:
             previous = self.cached(origin)
-            validators = conditional_headers(previous[0] if previous else None)   # a 304 keeps the cached copy
+            validators = conditional_headers(previous[0] if previous else None)  # a 304 keeps the cached copy
             outcome = await self._fetch(origin, http, validators, pause, address)
             observe_robots(outcome.status)
             entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
             if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
-                log.warning("squall: robots.txt of %s is %d bytes: only the first %d parsed "
-                            "(http.robots.content.limit)", origin, len(outcome.body), self.config.content_limit)
+                log.warning(
+                    "squall: robots.txt of %s is %d bytes: only the first %d parsed (http.robots.content.limit)",
+                    origin,
+                    len(outcome.body),
+                    self.config.content_limit,
+                )
             if entry.permissive_fallback:
-                log.warning("squall: robots.txt of %s unreachable (status %s): allowing all "
-                            "(http.robots.5xx.allow is true)", origin, outcome.status)
+                log.warning(
+                    "squall: robots.txt of %s unreachable (status %s): allowing all (http.robots.5xx.allow is true)",
+                    origin,
+                    outcome.status,
+                )
             robots_table[origin.encode()] = entry.to_dict()
             result = entry, self.cache.put(origin, entry)
             future.set_result(result)
@@ -98,8 +107,14 @@ class RobotsService:
         finally:
             del self._inflight[origin]
 
-    async def _fetch(self, origin: str, http: HttpFetcher, validators: dict[str, str],
-                     pause: Callable[[], Awaitable[None]], address: str | None) -> RobotsFetchOutcome:
+    async def _fetch(
+        self,
+        origin: str,
+        http: HttpFetcher,
+        validators: dict[str, str],
+        pause: Callable[[], Awaitable[None]],
+        address: str | None,
+    ) -> RobotsFetchOutcome:
         url = robots_url(origin + "/")
         chain = [url]
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
@@ -108,8 +123,11 @@ class RobotsService:
             try:
                 if self.before_request is not None:  # the politeness audit: every hop is a request
                     self.before_request(origin, hop)
-                result = await http.fetch(url, headers=validators if hop == 0 else None,
-                                          address=address if _same_origin(url, origin) else None)
+                result = await http.fetch(
+                    url,
+                    headers=validators if hop == 0 else None,
+                    address=address if _same_origin(url, origin) else None,
+                )
             except BlockedAddress:
                 if hop == 0:
                     raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
@@ -120,8 +138,13 @@ class RobotsService:
                 return RobotsFetchOutcome(status=None, redirects=hop)
             location = result.location
             if not (300 <= result.status < 400 and location):
-                return RobotsFetchOutcome(status=result.status, body=result.body, truncated=result.truncated,
-                                          headers={k: v for k, v in result.headers}, redirects=hop)
+                return RobotsFetchOutcome(
+                    status=result.status,
+                    body=result.body,
+                    truncated=result.truncated,
+                    headers={k: v for k, v in result.headers},
+                    redirects=hop,
+                )
             if location in chain:
                 log.info("squall: robots.txt of %s redirects in a loop (%s): unreachable", origin, location)
                 return RobotsFetchOutcome(status=None, redirects=hop)

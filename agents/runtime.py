@@ -70,11 +70,17 @@ class WorkerState:
         if counts is None:
             return
         count, in_flight = counts
-        log.info("squall: due index rebuilt for partitions %s: %d URLs scheduled, %d in flight (%.1f s)",
-                 sorted(partitions), count, in_flight, time.monotonic() - started)
+        log.info(
+            "squall: due index rebuilt for partitions %s: %d URLs scheduled, %d in flight (%.1f s)",
+            sorted(partitions),
+            count,
+            in_flight,
+            time.monotonic() - started,
+        )
 
-    async def _fill(self, indexes: dict[int, DueIndex], now: float, generation: int,
-                    chunk: int) -> tuple[int, int] | None:
+    async def _fill(
+        self, indexes: dict[int, DueIndex], now: float, generation: int, chunk: int
+    ) -> tuple[int, int] | None:
         """Fill ``indexes`` from the tables: (URLs scheduled, URLs in flight), or None (superseded)."""
         in_flight: set[str] = set()
         for n, value in enumerate(hosts_table.values(), 1):
@@ -84,8 +90,12 @@ class WorkerState:
                 index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
                 in_flight.update(host.live_in_flight(INFLIGHT_TIMEOUT_S, now))
                 partition = partition_for_key(host.key, PARTITIONS)
-                at = release_at_s(host.live_in_flight(INFLIGHT_TIMEOUT_S, now), self.assigned_at[partition],
-                                  host.delay_s, TAKEOVER_GRACE_S)
+                at = release_at_s(
+                    host.live_in_flight(INFLIGHT_TIMEOUT_S, now),
+                    self.assigned_at[partition],
+                    host.delay_s,
+                    TAKEOVER_GRACE_S,
+                )
                 if at is not None:
                     self.stranded.setdefault(partition, {})[host.key] = at
             if n % chunk == 0 and not await self._still(generation):
@@ -119,7 +129,7 @@ state = WorkerState()
 
 
 @app.on_rebalance_complete.connect
-async def _rebuild_after_recovery(sender, **kwargs) -> None:  # noqa: ANN001 (Faust signal)
+async def _rebuild_after_recovery(sender, **kwargs) -> None:
     actives = app.assignor.assigned_actives()
     partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}
     await state.rebuild(partitions)

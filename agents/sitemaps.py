@@ -12,8 +12,8 @@ import logging
 import time
 
 from agents.common import load_host
-from squall.policy import metadata as md
 from squall.net.http import FetchResult
+from squall.policy import metadata as md
 from squall.policy.partition import partition_key
 from squall.policy.records import StatusMessage
 from squall.policy.robots_status import RobotsEntry
@@ -40,21 +40,38 @@ async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> Non
     try:
         if entry.blocks_origin:
             return
-        urls = discovery_urls(entry.robots_text, origin=origin, config=CONFIG,
-                               host_seeded=load_host(key).seeded_for(host_of(origin), MODE == "byIP"))
+        urls = discovery_urls(
+            entry.robots_text,
+            origin=origin,
+            config=CONFIG,
+            host_seeded=load_host(key).seeded_for(host_of(origin), MODE == "byIP"),
+        )
         for status in discovery_statuses(urls, NORMALIZER):
             await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
     except Exception:  # discovery is best effort: the page fetch goes on
         log.exception("squall: sitemap discovery for %s failed", origin)
 
 
-def parse_sitemap(result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
-                  ) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+def parse_sitemap(
+    result: FetchResult, *, depth: int, metadata: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], list[StatusMessage]]:
     """Read a fetched sitemap → (metadata to record, DISCOVERED messages); see :func:`listed_statuses`."""
-    doc = read_sitemap(result.body, content_type=result.content_type, truncated=result.truncated,
-                       max_urls=CONFIG.max_urls, content_limit=CONFIG.content_limit)
+    doc = read_sitemap(
+        result.body,
+        content_type=result.content_type,
+        truncated=result.truncated,
+        max_urls=CONFIG.max_urls,
+        content_limit=CONFIG.content_limit,
+    )
     if doc.error is not None:
         log.info("squall: sitemap %s: %s (%d entries kept)", result.url, doc.error.value, len(doc.entries))
-    return listed_statuses(doc, sitemap_url=result.url, depth=depth, metadata=metadata,
-                           inherited=md.for_outlink(metadata, TRANSFER), now_s=time.time(), config=CONFIG,
-                           normalizer=NORMALIZER)
+    return listed_statuses(
+        doc,
+        sitemap_url=result.url,
+        depth=depth,
+        metadata=metadata,
+        inherited=md.for_outlink(metadata, TRANSFER),
+        now_s=time.time(),
+        config=CONFIG,
+        normalizer=NORMALIZER,
+    )

@@ -53,7 +53,7 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
         records = [r for r in (_record(u) for u in urls) if r is not None and r.next_fetch_at_s is not None]
         places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
         eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
-        due = [r for r in records if r.next_fetch_at_s <= now_s][:max(0, places)] if eligible_at <= now_s else []
+        due = [r for r in records if r.next_fetch_at_s <= now_s][: max(0, places)] if eligible_at <= now_s else []
         for r in records:
             if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
                 index.push(key, r.url, r.next_fetch_at_s, r.priority)
@@ -64,9 +64,20 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
         for r in due:
             if r.attempts:
                 log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)
-        out.extend(FetchMessage(url=r.url, key=key, depth=r.depth, metadata=r.metadata, attempt=r.attempts,
-                                handed_out_at_s=now_s, etag=r.etag, last_modified=r.last_modified, chain=r.chain)
-                   for r in due)
+        out.extend(
+            FetchMessage(
+                url=r.url,
+                key=key,
+                depth=r.depth,
+                metadata=r.metadata,
+                attempt=r.attempts,
+                handed_out_at_s=now_s,
+                etag=r.etag,
+                last_modified=r.last_modified,
+                chain=r.chain,
+            )
+            for r in due
+        )
     return out
 
 
@@ -89,8 +100,13 @@ def release_stranded(partition: int, now_s: float) -> None:
         del pending[key]
         if not urls:
             continue
-        log.warning("squall: handing out again %d hand-out(s) of %s that an earlier owner never reported and "
-                    "whose fetch messages did not reach this worker: %s", len(urls), key, urls)
+        log.warning(
+            "squall: handing out again %d hand-out(s) of %s that an earlier owner never reported and "
+            "whose fetch messages did not reach this worker: %s",
+            len(urls),
+            key,
+            urls,
+        )
         host = host.without_handouts(urls).with_pace(on_takeover(host.pace(), since, True))
         save_host(host)
         for r in (_record(u) for u in urls):
@@ -117,5 +133,6 @@ async def send_ticks() -> None:
             continue
         state.tick_sent_at[partition] = now
         # readable JSON like every other topic (Kafka UI, `squall tail ticks`); the spout ignores the value
-        await ticks_topic.send(key=b"tick", value=b'{"partition":%d,"sent_at_s":%.3f}' % (partition, now),
-                               partition=partition)
+        await ticks_topic.send(
+            key=b"tick", value=b'{"partition":%d,"sent_at_s":%.3f}' % (partition, now), partition=partition
+        )

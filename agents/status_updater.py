@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.runtime import PARTITIONS, state
+from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
-from squall.errors import InvalidURL, MessageError
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import Reason, StatusMessage
@@ -61,7 +61,7 @@ async def status_updater(stream):
             asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
 
 
-async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:  # noqa: ANN001 (faust Event)
+async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:
     """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
     try:
         key = status_key(host, await addresses.resolve(host, port))
@@ -97,7 +97,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     done = Handled()
     try:
         msg = StatusMessage.from_bytes(value)
-        canon = _seed_canonical if msg.seed else CANONICAL   # seeds are few: not memoized
+        canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
         url = canon(msg.url)
         key = partition_key(url, MODE)
     except (MessageError, InvalidURL) as exc:
@@ -109,7 +109,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
         return done
     by_key: dict[str, list[str]] = {key: [url]}
-    owner: dict[str, int] = {key: partition}   # partition of each key met (murmur2 once per key)
+    owner: dict[str, int] = {key: partition}  # partition of each key met (murmur2 once per key)
     for more in msg.more_urls:
         try:
             canonical = canon(more)
@@ -137,8 +137,9 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     return done
 
 
-def _handle_by_address(msg: StatusMessage, canon, urls: list[str], value: bytes, partition: int,  # noqa: ANN001
-                       now_s: float, done: Handled) -> Handled:
+def _handle_by_address(
+    msg: StatusMessage, canon, urls: list[str], value: bytes, partition: int, now_s: float, done: Handled
+) -> Handled:
     """byIP: :func:`handle` with keys from this worker's resolutions (``urls``: the canonical first URL).
 
     A URL whose host is not resolved yet is left ``pending``; those of other
@@ -206,8 +207,9 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     old = UrlRecord.from_dict(raw)
     seeded = load_host(old.key).seeded_for(host_of(url), BY_IP)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
-    return replace(msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(),
-                   seed=msg.seed or seeded).to_bytes()
+    return replace(
+        msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(), seed=msg.seed or seeded
+    ).to_bytes()
 
 
 def _forget(url: str) -> None:
@@ -231,8 +233,9 @@ def _single(batch: StatusMessage, url: str) -> bytes:
     return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
 
 
-def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
-           rejected: Mapping[Reason, int] | None = None) -> None:
+def update(
+    msg: StatusMessage, urls: list[str], key: str, now_s: float, rejected: Mapping[Reason, int] | None = None
+) -> None:
     """Apply one decoded status message to the tables and the due index, for one partition key.
 
     ``urls``: the message's canonical URLs of partition key ``key`` (one for
@@ -261,8 +264,9 @@ def update(msg: StatusMessage, urls: list[str], key: str, now_s: float,
         _store(record)
 
 
-def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float,
-           stores: list[UrlRecord]) -> HostRecord:
+def _apply(
+    msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float, stores: list[UrlRecord]
+) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
     discovered = msg.fetched_at_s is None
     if discovered and msg.moved is None and not _news_for_known(msg) and url.encode() in urls_table:
@@ -274,8 +278,13 @@ def _apply(msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: floa
         stores.append(UrlRecord.from_dict(raw))
     if raw is None:
         if discovered:
-            reason = check(url, depth=msg.depth, host_seeded=host.seeded_for(host_of(url), BY_IP),
-                           host_url_count=host.url_count, config=SCOPE)
+            reason = check(
+                url,
+                depth=msg.depth,
+                host_seeded=host.seeded_for(host_of(url), BY_IP),
+                host_url_count=host.url_count,
+                config=SCOPE,
+            )
             if reason is not None:
                 return host.with_rejection(reason)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))

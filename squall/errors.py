@@ -58,6 +58,8 @@ class KafkaSetupError(SquallError):
 
 class BrowserMissing(SquallError):
     """No Chromium executable was found (``render.browser.path``, PATH); the message says how to install one."""
+
+
 class DataDirError(SquallError):
     """The worker's table directory ``path`` cannot be used (created, written, or locked: in use)."""
 

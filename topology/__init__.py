@@ -41,8 +41,8 @@ import faust
 from faust.types import TableT
 
 from squall.errors import ConfigError
-from squall.worker.faust_app import SquallApp, SquallWorker
 from squall.settings import load_settings
+from squall.worker.faust_app import SquallApp, SquallWorker
 
 try:
     settings = load_settings()
@@ -79,8 +79,15 @@ app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 
 def _topic(suffix: str) -> faust.TopicT:
-    return app.topic(f"{_ID}-{suffix}", key_type=bytes, value_type=bytes, key_serializer="raw",
-                     value_serializer="raw", partitions=_N, internal=True)
+    return app.topic(
+        f"{_ID}-{suffix}",
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=_N,
+        internal=True,
+    )
 
 
 status_topic = _topic("status")
@@ -89,12 +96,16 @@ signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
 
+
 def _table(name: str, help_text: str) -> TableT:
     schema: faust.Schema = faust.Schema(key_type=bytes, value_type=None, key_serializer="raw", value_serializer="json")
     # key_type=bytes too: Faust derives the store's key serializer from key_type, not from the schema
     # RocksDB memory per store bounded (config topology.rocksdb.*): Faust's defaults grow with the table
-    rocksdb = {"write_buffer_size": settings.topology_rocksdb_write_buffer_bytes, "max_write_buffer_number": 2,
-               "block_cache_size": settings.topology_rocksdb_block_cache_bytes}
+    rocksdb = {
+        "write_buffer_size": settings.topology_rocksdb_write_buffer_bytes,
+        "max_write_buffer_number": 2,
+        "block_cache_size": settings.topology_rocksdb_block_cache_bytes,
+    }
     return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text, options=rocksdb)
 
 
@@ -103,14 +114,28 @@ hosts_table = _table("hosts", "partition key -> HostRecord")
 robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
 audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
 
-TOPIC_NAMES = {t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)}
+TOPIC_NAMES = {
+    t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)
+}
 
-__all__ = ["app", "settings", "status_topic", "fetch_topic", "signals_topic", "ticks_topic", "deadletter_topic",
-           "urls_table", "hosts_table", "robots_table", "audit_table", "TOPIC_NAMES"]
+__all__ = [
+    "TOPIC_NAMES",
+    "app",
+    "audit_table",
+    "deadletter_topic",
+    "fetch_topic",
+    "hosts_table",
+    "robots_table",
+    "settings",
+    "signals_topic",
+    "status_topic",
+    "ticks_topic",
+    "urls_table",
+]
 
 # The agents register themselves on import (after everything above exists).
-import agents.fetcher  # noqa: E402,F401
-import agents.observe  # noqa: E402,F401
-import agents.regulator  # noqa: E402,F401
-import agents.spout  # noqa: E402,F401
+import agents.fetcher  # noqa: E402
+import agents.observe  # noqa: E402
+import agents.regulator  # noqa: E402
+import agents.spout  # noqa: E402
 import agents.status_updater  # noqa: E402,F401

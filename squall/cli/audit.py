@@ -49,18 +49,24 @@ def _fmt(value: float | None, unit: str = "s") -> str:
 def to_text(audits: list[HostAudit], now_s: float) -> str:
     """The table ``squall audit`` prints: one line per host, worst first, then the totals."""
     s = summary(audits)
-    lines = [f"politeness audit: {s['hosts']} hosts, {s['requests']} requests, {s['violations']} violations "
-             f"({s['inside_block']} inside a Retry-After/back-off block)",
-             f"{'host':32} {'requests':>8} {'violations':>10} {'min gap':>9} {'required':>9} {'margin':>9} "
-             f"{'delay now':>9}  last block"]
+    lines = [
+        f"politeness audit: {s['hosts']} hosts, {s['requests']} requests, {s['violations']} violations "
+        f"({s['inside_block']} inside a Retry-After/back-off block)",
+        f"{'host':32} {'requests':>8} {'violations':>10} {'min gap':>9} {'required':>9} {'margin':>9} "
+        f"{'delay now':>9}  last block",
+    ]
     for a in worst_first(audits):
         block = "-"
         if a.blocked_until_s:
             ago = now_s - a.blocked_until_s
-            block = (f"until {time.strftime('%H:%M:%S', time.localtime(a.blocked_until_s))} "
-                     f"({'ended' if ago >= 0 else 'in force'}), {a.inside_block} inside")
-        lines.append(f"{a.key:32} {a.requests:>8} {a.violations:>10} {_fmt(a.min_gap_s):>9} "
-                     f"{_fmt(a.required_at_min_gap_s):>9} {_fmt(a.min_margin_s):>9} {_fmt(a.required_delay_s):>9}  {block}")
+            block = (
+                f"until {time.strftime('%H:%M:%S', time.localtime(a.blocked_until_s))} "
+                f"({'ended' if ago >= 0 else 'in force'}), {a.inside_block} inside"
+            )
+        lines.append(
+            f"{a.key:32} {a.requests:>8} {a.violations:>10} {_fmt(a.min_gap_s):>9} "
+            f"{_fmt(a.required_at_min_gap_s):>9} {_fmt(a.min_margin_s):>9} {_fmt(a.required_delay_s):>9}  {block}"
+        )
         for v in a.recent:
             gap = "first request" if v.gap_s is None else f"gap {v.gap_s:.3f}s < {v.required_delay_s:.3f}s"
             lines.append(f"    violation at {v.start_s:.3f}: {gap}; blocked until {v.blocked_until_s:.3f}")
@@ -81,7 +87,7 @@ def _audit_command(args: argparse.Namespace) -> int:
     return 1 if any(a.violations for a in audits) else 0
 
 
-def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser("audit", help="the politeness audit per host, worst first (exit 1 on a violation)")
     p.add_argument("--json", action="store_true", help="print JSON (violations per host and in total)")
     p.set_defaults(func=_audit_command)

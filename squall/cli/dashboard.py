@@ -34,7 +34,9 @@ PAGE = Path(__file__).with_name("dashboard.html")
 PROGRESS_POINTS = 60  # points of the progress curve
 
 
-def progress(urls: Mapping[str, Mapping[str, Any]], now_s: float, points: int = PROGRESS_POINTS) -> list[dict[str, Any]]:
+def progress(
+    urls: Mapping[str, Mapping[str, Any]], now_s: float, points: int = PROGRESS_POINTS
+) -> list[dict[str, Any]]:
     """Cumulative URLs discovered and FETCHED over time, from the URL records (pure).
 
     Returns up to ``points`` + 1 dicts ``{"t": Unix s, "discovered": n, "fetched": n}`` from the
@@ -43,8 +45,9 @@ def progress(urls: Mapping[str, Mapping[str, Any]], now_s: float, points: int = 
     at or before ``t``.
     """
     found = sorted(r.get("discovered_at_s") or 0.0 for r in urls.values())
-    fetched = sorted(r["last_fetch_at_s"] for r in urls.values()
-                     if r.get("status") == "FETCHED" and r.get("last_fetch_at_s"))
+    fetched = sorted(
+        r["last_fetch_at_s"] for r in urls.values() if r.get("status") == "FETCHED" and r.get("last_fetch_at_s")
+    )
     if not found:
         return []
     start = min(found[0], fetched[0]) if fetched else found[0]
@@ -63,17 +66,21 @@ def progress(urls: Mapping[str, Mapping[str, Any]], now_s: float, points: int = 
 
 async def snapshot(settings: Settings) -> dict[str, Any]:
     """What ``/api/report`` answers, read now from the broker."""
-    from squall.policy.audit import summary
     from squall.cli.audit import parse_records
     from squall.cli.status import collect_records, report_of
+    from squall.policy.audit import summary
 
     records = await collect_records(settings)
     now = time.time()
-    return {"topology": settings.topology_id, "report": report_of(records, now).to_json(), "audit": summary(parse_records(records["audit"])),
-            "progress": progress(records["urls"], now)}
+    return {
+        "topology": settings.topology_id,
+        "report": report_of(records, now).to_json(),
+        "audit": summary(parse_records(records["audit"])),
+        "progress": progress(records["urls"], now),
+    }
 
 
-def make_app(settings: Settings):  # noqa: ANN201 (aiohttp.web.Application)
+def make_app(settings: Settings):
     """The aiohttp application of the dashboard (one snapshot at a time, shared by concurrent requests)."""
     from aiohttp import web
 
@@ -102,13 +109,14 @@ def _dashboard_command(args: argparse.Namespace) -> int:
     from squall.settings import load_settings
 
     settings = load_settings(args.conf)
-    print(f"squall dashboard: http://127.0.0.1:{args.port}/ (topology {settings.topology_id!r}; Ctrl-C stops)",
-          flush=True)
+    print(
+        f"squall dashboard: http://127.0.0.1:{args.port}/ (topology {settings.topology_id!r}; Ctrl-C stops)", flush=True
+    )
     web.run_app(make_app(settings), host="127.0.0.1", port=args.port, print=None)
     return 0
 
 
-def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser("dashboard", help="serve a dashboard of the crawl on 127.0.0.1")
     p.add_argument("--port", type=int, default=8090, help="port on 127.0.0.1 (default 8090)")
     p.set_defaults(func=_dashboard_command)

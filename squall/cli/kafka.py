@@ -64,13 +64,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> None:
     """Register ``squall kafka up|down|status`` on ``subparsers``."""
-    kafka = subparsers.add_parser("kafka", help="run a local single-node Kafka broker (KRaft) for development and tests")
+    kafka = subparsers.add_parser(
+        "kafka", help="run a local single-node Kafka broker (KRaft) for development and tests"
+    )
     sub = kafka.add_subparsers(dest="kafka_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--bootstrap", help="host:port of the broker (default: kafka.bootstrap.servers)")
-        p.add_argument("--data-dir", type=Path, default=None,
-                       help="state directory (default: $SQUALL_CACHE or ~/.cache/squall, then broker/<port>)")
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            default=None,
+            help="state directory (default: $SQUALL_CACHE or ~/.cache/squall, then broker/<port>)",
+        )
 
     p_up = sub.add_parser("up", help="start the broker unless one already answers (exit 0 either way)")
     common(p_up)

@@ -20,8 +20,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from squall.policy.records import Status
 from squall.cli.status import Report, clock, collect, duration
+from squall.policy.records import Status
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -39,19 +39,25 @@ def render(report: Report) -> Group:
     head = Text()
     head.append(f"squall  {clock(report.at_s)}  ", style="bold")
     head.append(f"URLs {total}  " + "  ".join(f"{s.value} {report.by_status.get(s.value, 0)}" for s in Status))
-    head.append(f"\npages/s {report.pages_per_s:.2f} (last minute {report.pages_per_s_recent:.2f})   "
-                f"ETA {duration(report.eta_s)}   due {report.due_now}   in flight {report.in_flight}   "
-                f"unconsumed {sum(report.lag.values())}   dead letters {report.deadletters}   ")
-    head.append(f"audit violations {report.audit_violations}",
-                style="bold red" if report.audit_violations else "green")
+    head.append(
+        f"\npages/s {report.pages_per_s:.2f} (last minute {report.pages_per_s_recent:.2f})   "
+        f"ETA {duration(report.eta_s)}   due {report.due_now}   in flight {report.in_flight}   "
+        f"unconsumed {sum(report.lag.values())}   dead letters {report.deadletters}   "
+    )
+    head.append(f"audit violations {report.audit_violations}", style="bold red" if report.audit_violations else "green")
     if report.waiting:
-        head.append(f"\nwaiting: {report.waiting} URLs (Retry-After, robots.txt retry or back-off) "
-                    f"until {clock(report.waiting_until_s)} (next at {clock(report.waiting_next_s)})", style="yellow")
+        head.append(
+            f"\nwaiting: {report.waiting} URLs (Retry-After, robots.txt retry or back-off) "
+            f"until {clock(report.waiting_until_s)} (next at {clock(report.waiting_next_s)})",
+            style="yellow",
+        )
     if report.idle and total:
         head.append("\nidle: nothing due, in flight, unconsumed or waiting", style="green")
     busiest = report.hosts[:TOP_ROWS]
-    blocked = sorted((h for h in report.hosts if h["blocked_until_s"] or h["backoff_attempts"]),
-                     key=lambda h: -(h["blocked_until_s"] or 0.0))[:TOP_ROWS]
+    blocked = sorted(
+        (h for h in report.hosts if h["blocked_until_s"] or h["backoff_attempts"]),
+        key=lambda h: -(h["blocked_until_s"] or 0.0),
+    )[:TOP_ROWS]
     parts: list[Any] = [head, _hosts_table("busiest hosts", busiest)]
     if blocked:
         parts.append(_hosts_table("most blocked hosts", blocked))
@@ -62,19 +68,45 @@ def render(report: Report) -> Group:
 
 def _hosts_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     t = Table(title=title, title_justify="left", expand=False)
-    for name in ("host", "urls", "fetched", "requests", "delay", "min gap", "next fetch", "blocked until",
-                 "back-off", "robots", "violations"):
+    for name in (
+        "host",
+        "urls",
+        "fetched",
+        "requests",
+        "delay",
+        "min gap",
+        "next fetch",
+        "blocked until",
+        "back-off",
+        "robots",
+        "violations",
+    ):
         t.add_column(name, justify="left" if name in ("host", "robots") else "right")
     for h in rows:
-        t.add_row(h["host"], str(h["urls"]), str(h["fetched"]), str(h["requests"]), _secs(h["delay_s"]),
-                  _secs(h["min_gap_s"]), clock(h["next_fetch_at_s"]), clock(h["blocked_until_s"]),
-                  str(h["backoff_attempts"] or "-"), h["robots"],
-                  Text(str(h["violations"]), style="bold red" if h["violations"] else ""))
+        t.add_row(
+            h["host"],
+            str(h["urls"]),
+            str(h["fetched"]),
+            str(h["requests"]),
+            _secs(h["delay_s"]),
+            _secs(h["min_gap_s"]),
+            clock(h["next_fetch_at_s"]),
+            clock(h["blocked_until_s"]),
+            str(h["backoff_attempts"] or "-"),
+            h["robots"],
+            Text(str(h["violations"]), style="bold red" if h["violations"] else ""),
+        )
     return t
 
 
-def watch(settings: Settings, interval_s: float = 2.0, until_idle: bool = False,
-          timeout_s: float = 3600.0, max_wait_s: float = 3600.0, console: Console | None = None) -> int:
+def watch(
+    settings: Settings,
+    interval_s: float = 2.0,
+    until_idle: bool = False,
+    timeout_s: float = 3600.0,
+    max_wait_s: float = 3600.0,
+    console: Console | None = None,
+) -> int:
     """Refresh the view every ``interval_s`` seconds until Ctrl-C (or, with ``until_idle``, until settled).
 
     Returns the exit code: 0, or 1 when ``until_idle`` and the crawl did not settle within ``timeout_s``.

@@ -16,15 +16,15 @@ from squall.errors import SquallError
 
 # (module, attribute) pairs: each module's add_parser registers its command(s).
 COMMAND_MODULES = (
-    "squall.cli.kafka",            # squall kafka up|down|status
-    "squall.cli.seed",       # squall seed FILE|-
-    "squall.cli.status", # squall status [--json] [--wait-idle] [--watch]
+    "squall.cli.kafka",  # squall kafka up|down|status
+    "squall.cli.seed",  # squall seed FILE|-
+    "squall.cli.status",  # squall status [--json] [--wait-idle] [--watch]
     "squall.cli.audit",  # squall audit [--json]
-    "squall.cli.dashboard",     # squall dashboard [--port N]
-    "squall.cli.tail",          # squall tail TOPIC
-    "squall.cli.url",              # squall url normalize URL...
-    "squall.cli.robots",          # squall robots check --robots FILE --agent NAME URL...
-    "squall.cli.sitemap", # squall sitemap check URL|FILE
+    "squall.cli.dashboard",  # squall dashboard [--port N]
+    "squall.cli.tail",  # squall tail TOPIC
+    "squall.cli.url",  # squall url normalize URL...
+    "squall.cli.robots",  # squall robots check --robots FILE --agent NAME URL...
+    "squall.cli.sitemap",  # squall sitemap check URL|FILE
 )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from squall.policy.robots_rules import RobotsRules, decode_robots, is_truncated, product_token
 
+
 def _agent_token(value: str) -> str:
     token = product_token(value)
     if not token:
@@ -43,14 +44,26 @@ def add_parser(subparsers: Any) -> None:
     robots = subparsers.add_parser("robots", help="robots.txt tools (RFC 9309)")
     commands = robots.add_subparsers(dest="robots_command", required=True)
     check = commands.add_parser(
-        "check", help="check URLs against a robots.txt file",
+        "check",
+        help="check URLs against a robots.txt file",
         description="Print the group that applies to the agent's product token ('group: <token>|*|none'), "
-                    "a 'truncated:' line when the file is over --content-limit, then "
-                    "'allowed|disallowed URL crawl-delay=X|none' per URL. Reads only the file.")
+        "a 'truncated:' line when the file is over --content-limit, then "
+        "'allowed|disallowed URL crawl-delay=X|none' per URL. Reads only the file.",
+    )
     check.add_argument("--robots", required=True, metavar="FILE", help="robots.txt file to read")
-    check.add_argument("--agent", required=True, type=_agent_token, metavar="NAME",
-                       help="agent name; its product token selects the group (RFC 9309 §2.2.1)")
-    check.add_argument("--content-limit", type=int, default=-1, metavar="BYTES",
-                       help="parse only this many bytes, like http.robots.content.limit (default: whole file)")
+    check.add_argument(
+        "--agent",
+        required=True,
+        type=_agent_token,
+        metavar="NAME",
+        help="agent name; its product token selects the group (RFC 9309 §2.2.1)",
+    )
+    check.add_argument(
+        "--content-limit",
+        type=int,
+        default=-1,
+        metavar="BYTES",
+        help="parse only this many bytes, like http.robots.content.limit (default: whole file)",
+    )
     check.add_argument("urls", nargs="+", metavar="URL")
     check.set_defaults(func=_check_command)

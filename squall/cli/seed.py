@@ -23,7 +23,6 @@ from squall.policy.partition import partition_key
 from squall.policy.records import StatusMessage
 from squall.policy.urls import NormalizerConfig, canonicalize
 
-
 PROGRESS_EVERY = 1000  # seeds between two progress updates
 _USERINFO = re.compile(r"//[^/?#\\]*@")
 
@@ -57,12 +56,11 @@ def parse_seed_lines(lines: Iterable[str], normalizer: NormalizerConfig) -> Iter
             yield SeedLine(lineno, url=canonicalize(url, normalizer, seed=True), metadata=metadata)
         except InvalidURL as exc:
             hint = f": {exc.detail}" if exc.detail else ""
-            shown = _USERINFO.sub("//***@", url)   # never echo a credential into logs
+            shown = _USERINFO.sub("//***@", url)  # never echo a credential into logs
             yield SeedLine(lineno, error=f"invalid URL {shown!r}: {exc.reason}{hint}")
 
 
-async def produce_seeds(settings, seeds: list[SeedLine],  # noqa: ANN001 (Settings)
-                        progress: Callable[[int], None] | None = None) -> int:
+async def produce_seeds(settings, seeds: list[SeedLine], progress: Callable[[int], None] | None = None) -> int:
     """Create the topics if needed and send ``seeds`` to the status topic; returns the count sent.
 
     ``progress(n)`` is called with the number of seeds handed to the producer so far (every
@@ -70,8 +68,8 @@ async def produce_seeds(settings, seeds: list[SeedLine],  # noqa: ANN001 (Settin
     """
     from aiokafka import AIOKafkaProducer
 
-    from squall.tools.kafka_admin import ensure_topics
     from squall.policy.topics import all_topics, topic_name
+    from squall.tools.kafka_admin import ensure_topics
 
     bootstrap = settings.kafka_bootstrap_servers
     await ensure_topics(bootstrap, all_topics(settings), settings.topology_replication_factor)
@@ -111,7 +109,7 @@ def _seed_command(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _send_with_progress(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001 (Settings)
+def _send_with_progress(settings, seeds: list[SeedLine]) -> int:
     """Send ``seeds`` with a progress bar on standard error when it is a terminal (rich)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -123,7 +121,7 @@ def _send_with_progress(settings, seeds: list[SeedLine]) -> int:  # noqa: ANN001
         return asyncio.run(produce_seeds(settings, seeds, progress=lambda n: bar.update(task, completed=n)))
 
 
-def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser("seed", help="send seed URLs (one per line) to the status topic")
     p.add_argument("file", help="file of URLs, one per line, or - for standard input")
     p.set_defaults(func=_seed_command)

@@ -56,7 +56,7 @@ class Report:
     in_flight: int = 0
     lag: dict[str, int] = field(default_factory=dict)
     deadletters: int = 0
-    robots_truncated: list[str] = field(default_factory=list)   # origins whose robots.txt was cut at the limit
+    robots_truncated: list[str] = field(default_factory=list)  # origins whose robots.txt was cut at the limit
     rendered: int = 0
     render_failures: Counter = field(default_factory=Counter)
     render_refused: Counter = field(default_factory=Counter)
@@ -86,42 +86,66 @@ class Report:
         return self.waiting == 0 or (self.waiting_next_s or 0.0) > self.at_s + max_wait_s
 
     def to_json(self) -> dict[str, Any]:
-        return {"total": sum(self.by_status.values()), "by_status": dict(self.by_status),
-                "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())}, "reasons": dict(self.reasons),
-                "rejected": dict(self.rejected), "due_now": self.due_now, "in_flight": self.in_flight,
-                "lag": self.lag, "deadletters": self.deadletters, "idle": self.idle,
-                "robots_truncated": len(self.robots_truncated), "robots_truncated_origins": self.robots_truncated,
-                "render": {"rendered": self.rendered, "failures": dict(self.render_failures),
-                           "refused": dict(self.render_refused)},
-                "waiting": self.waiting, "waiting_next_s": self.waiting_next_s,
-                "waiting_until_s": self.waiting_until_s, "hosts": self.hosts,
-                "pages_per_s": round(self.pages_per_s, 3), "pages_per_s_recent": round(self.pages_per_s_recent, 3),
-                "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
-                "audit_violations": self.audit_violations, "at_s": self.at_s}
+        return {
+            "total": sum(self.by_status.values()),
+            "by_status": dict(self.by_status),
+            "by_host": {h: dict(c) for h, c in sorted(self.by_host.items())},
+            "reasons": dict(self.reasons),
+            "rejected": dict(self.rejected),
+            "due_now": self.due_now,
+            "in_flight": self.in_flight,
+            "lag": self.lag,
+            "deadletters": self.deadletters,
+            "idle": self.idle,
+            "robots_truncated": len(self.robots_truncated),
+            "robots_truncated_origins": self.robots_truncated,
+            "render": {
+                "rendered": self.rendered,
+                "failures": dict(self.render_failures),
+                "refused": dict(self.render_refused),
+            },
+            "waiting": self.waiting,
+            "waiting_next_s": self.waiting_next_s,
+            "waiting_until_s": self.waiting_until_s,
+            "hosts": self.hosts,
+            "pages_per_s": round(self.pages_per_s, 3),
+            "pages_per_s_recent": round(self.pages_per_s_recent, 3),
+            "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+            "audit_violations": self.audit_violations,
+            "at_s": self.at_s,
+        }
 
     def to_text(self) -> str:
-        lines = [f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
-                 f"unconsumed: {sum(self.lag.values())}   dead letters: {self.deadletters}"]
+        lines = [
+            f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
+            f"unconsumed: {sum(self.lag.values())}   dead letters: {self.deadletters}"
+        ]
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
         if self.waiting:
-            lines.append(f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
-                         f"until {clock(self.waiting_until_s)} (next at {clock(self.waiting_next_s)})")
-        lines.append(f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
-                     f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}")
+            lines.append(
+                f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
+                f"until {clock(self.waiting_until_s)} (next at {clock(self.waiting_next_s)})"
+            )
+        lines.append(
+            f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
+            f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}"
+        )
         if self.reasons:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
         if self.rendered or self.render_failures:
             failures = ", ".join(f"{r}={n}" for r, n in self.render_failures.most_common()) or "none"
             lines.append(f"rendered: {self.rendered}   render failures: {failures}")
             if self.render_refused:
-                lines.append("browser requests refused: "
-                             + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common()))
+                lines.append(
+                    "browser requests refused: " + ", ".join(f"{r}={n}" for r, n in self.render_refused.most_common())
+                )
         if self.rejected:
             lines.append("rejected (not admitted): " + ", ".join(f"{r}={n}" for r, n in self.rejected.most_common()))
         if self.robots_truncated:
             shown = ", ".join(self.robots_truncated[:5]) + (", ..." if len(self.robots_truncated) > 5 else "")
-            lines.append(f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) "
-                         f"({shown})")
+            lines.append(
+                f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) ({shown})"
+            )
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
@@ -143,18 +167,27 @@ def duration(seconds: float | None) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def build_report(urls: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]], now_s: float,
-                 lag: Mapping[str, int] | None = None, deadletters: int = 0,
-                 robots: Mapping[str, Mapping[str, Any]] | None = None,
-                 audits: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+def build_report(
+    urls: Mapping[str, Mapping[str, Any]],
+    hosts: Mapping[str, Mapping[str, Any]],
+    now_s: float,
+    lag: Mapping[str, int] | None = None,
+    deadletters: int = 0,
+    robots: Mapping[str, Mapping[str, Any]] | None = None,
+    audits: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Report:
     """Aggregate the latest url, host, robots and audit records (as dicts) into a :class:`Report`.
 
     ``robots`` maps a robots.txt origin (``http://host:port``) to its RobotsEntry dict (truncated
     robots.txt are counted; the state is shown on the rows of the hosts of that origin);
     ``audits`` maps a partition key to its HostAudit dict.
     """
-    report = Report(lag=dict(lag or {}), deadletters=deadletters, at_s=now_s,
-                    robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")))
+    report = Report(
+        lag=dict(lag or {}),
+        deadletters=deadletters,
+        at_s=now_s,
+        robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")),
+    )
     fetched_at: list[float] = []
     for rec in urls.values():
         status = rec.get("status", "?")
@@ -200,9 +233,13 @@ def _rates(report: Report, fetched_at: list[float], now_s: float) -> None:
         report.eta_s = left / report.pages_per_s_recent
 
 
-def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, Any]],
-              audits: Mapping[str, Mapping[str, Any]], robots: Mapping[str, Mapping[str, Any]],
-              now_s: float) -> list[dict[str, Any]]:
+def host_rows(
+    by_host: Mapping[str, Counter],
+    hosts: Mapping[str, Mapping[str, Any]],
+    audits: Mapping[str, Mapping[str, Any]],
+    robots: Mapping[str, Mapping[str, Any]],
+    now_s: float,
+) -> list[dict[str, Any]]:
     """One row per host for the live view and the dashboard (busiest first).
 
     Fields: ``host``, ``urls``, ``fetched``, ``discovered``, ``errors``,
@@ -224,20 +261,29 @@ def host_rows(by_host: Mapping[str, Counter], hosts: Mapping[str, Mapping[str, A
         entry = robots_of.get(key)
         nxt = host.get("next_fetch_at_s") or 0.0
         blocked = host.get("blocked_until_s") or 0.0
-        rows.append({
-            "host": key, "urls": sum(counts.values()), "fetched": counts.get(Status.FETCHED.value, 0),
-            "discovered": counts.get(Status.DISCOVERED.value, 0),
-            "errors": counts.get(Status.ERROR.value, 0) + counts.get(Status.FETCH_ERROR.value, 0),
-            "requests": int(audit.get("requests") or 0), "violations": int(audit.get("violations") or 0),
-            "min_gap_s": audit.get("min_gap_s"), "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
-            # the delay in force: the durable pace (hosts table), else the audit's last one
-            "delay_s": host.get("delay_s") or audit.get("required_delay_s"),
-            "next_fetch_at_s": nxt if nxt > now_s else None, "blocked_until_s": blocked if blocked > now_s else None,
-            "backoff_attempts": int((host.get("backoff") or {}).get("attempts") or 0),
-            "in_flight": len(host.get("in_flight") or {}),
-            "robots": "unknown" if entry is None else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",
-            "robots_retry_at_s": None if entry is None else entry.get("retry_at_s"),
-        })
+        rows.append(
+            {
+                "host": key,
+                "urls": sum(counts.values()),
+                "fetched": counts.get(Status.FETCHED.value, 0),
+                "discovered": counts.get(Status.DISCOVERED.value, 0),
+                "errors": counts.get(Status.ERROR.value, 0) + counts.get(Status.FETCH_ERROR.value, 0),
+                "requests": int(audit.get("requests") or 0),
+                "violations": int(audit.get("violations") or 0),
+                "min_gap_s": audit.get("min_gap_s"),
+                "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
+                # the delay in force: the durable pace (hosts table), else the audit's last one
+                "delay_s": host.get("delay_s") or audit.get("required_delay_s"),
+                "next_fetch_at_s": nxt if nxt > now_s else None,
+                "blocked_until_s": blocked if blocked > now_s else None,
+                "backoff_attempts": int((host.get("backoff") or {}).get("attempts") or 0),
+                "in_flight": len(host.get("in_flight") or {}),
+                "robots": "unknown"
+                if entry is None
+                else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",
+                "robots_retry_at_s": None if entry is None else entry.get("retry_at_s"),
+            }
+        )
     rows.sort(key=lambda r: (-r["requests"], -r["urls"], r["host"]))
     return rows
 
@@ -269,7 +315,7 @@ async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]
     """
     from squall.tools.kafka_admin import read_partitioned
 
-    live: dict[str, dict[int, dict[str, Any]]] = {}   # key → partition → latest value there
+    live: dict[str, dict[int, dict[str, Any]]] = {}  # key → partition → latest value there
     async for partition, key, value in read_partitioned(bootstrap, topic, missing_ok=True):
         if key is None:
             continue
@@ -287,8 +333,8 @@ async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]
 async def _lag(settings: Settings) -> dict[str, int]:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from squall.tools.kafka_admin import end_offsets
     from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import end_offsets
 
     bootstrap = settings.kafka_bootstrap_servers
     from aiokafka.errors import KafkaError
@@ -307,7 +353,9 @@ async def _lag(settings: Settings) -> dict[str, int]:
         ends = await end_offsets(bootstrap, topic, missing_ok=True)
         total = 0
         for partition, end in ends.items():
-            done = next((m.offset for tp, m in committed.items() if tp.topic == topic and tp.partition == partition), -1)
+            done = next(
+                (m.offset for tp, m in committed.items() if tp.topic == topic and tp.partition == partition), -1
+            )
             total += end - max(done, 0)
         lag[suffix] = total
     return lag
@@ -316,21 +364,31 @@ async def _lag(settings: Settings) -> dict[str, int]:
 async def collect_records(settings: Settings) -> dict[str, Any]:
     """The latest table records (``urls``, ``hosts``, ``audit``, ``robots``: key → dict), ``lag`` and
     ``deadletters`` of ``settings``' topology, read from the broker."""
-    from squall.tools.kafka_admin import end_offsets
     from squall.policy.topics import changelog_name, topic_name
+    from squall.tools.kafka_admin import end_offsets
 
     bootstrap = settings.kafka_bootstrap_servers
-    out: dict[str, Any] = {t: await latest_records(bootstrap, changelog_name(settings, t))
-                           for t in ("urls", "hosts", "audit", "robots")}
-    out["deadletters"] = sum((await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values())
+    out: dict[str, Any] = {
+        t: await latest_records(bootstrap, changelog_name(settings, t)) for t in ("urls", "hosts", "audit", "robots")
+    }
+    out["deadletters"] = sum(
+        (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
+    )
     out["lag"] = await _lag(settings)
     return out
 
 
 def report_of(records: Mapping[str, Any], now_s: float) -> Report:
     """The :class:`Report` of :func:`collect_records`' result at ``now_s``."""
-    return build_report(records["urls"], records["hosts"], now_s, records["lag"], records["deadletters"],
-                        audits=records["audit"], robots=records["robots"])
+    return build_report(
+        records["urls"],
+        records["hosts"],
+        now_s,
+        records["lag"],
+        records["deadletters"],
+        audits=records["audit"],
+        robots=records["robots"],
+    )
 
 
 async def collect(settings: Settings) -> Report:
@@ -338,8 +396,7 @@ async def collect(settings: Settings) -> Report:
     return report_of(await collect_records(settings), time.time())
 
 
-async def wait_idle(settings: Settings, timeout_s: float, poll_s: float = 1.0,
-                    max_wait_s: float = 3600.0) -> Report:
+async def wait_idle(settings: Settings, timeout_s: float, poll_s: float = 1.0, max_wait_s: float = 3600.0) -> Report:
     """Poll :func:`collect` until the report is settled twice in a row (or ``timeout_s`` passes).
 
     Settled: nothing due, in flight or unconsumed, and no URL waiting for a
@@ -363,33 +420,47 @@ def _status_command(args: argparse.Namespace) -> int:
     if args.watch:
         from squall.cli.live_view import watch
 
-        return watch(settings, interval_s=args.interval, until_idle=args.wait_idle, timeout_s=args.timeout,
-                     max_wait_s=args.max_wait)
+        return watch(
+            settings,
+            interval_s=args.interval,
+            until_idle=args.wait_idle,
+            timeout_s=args.timeout,
+            max_wait_s=args.max_wait,
+        )
     if args.wait_idle:
         report = asyncio.run(wait_idle(settings, args.timeout, max_wait_s=args.max_wait))
     else:
         report = asyncio.run(collect(settings))
     print(json.dumps(report.to_json(), indent=2) if args.json else report.to_text())
     if not report.by_status and not args.json:
-        print(f"(no URL records for topology.id {settings.topology_id!r} at {settings.kafka_bootstrap_servers}: "
-              "nothing seeded yet, or another configuration? see $SQUALL_CONF / squall --conf)")
+        print(
+            f"(no URL records for topology.id {settings.topology_id!r} at {settings.kafka_bootstrap_servers}: "
+            "nothing seeded yet, or another configuration? see $SQUALL_CONF / squall --conf)"
+        )
     if args.wait_idle and not report.settled(args.max_wait):
         print("squall status: not idle before the timeout", file=sys.stderr)
         return 1
     if args.wait_idle and report.waiting:
-        print(f"squall status: {report.waiting} URLs still waiting until {clock(report.waiting_until_s)} "
-              f"(beyond --max-wait {args.max_wait:g} s)", file=sys.stderr)
+        print(
+            f"squall status: {report.waiting} URLs still waiting until {clock(report.waiting_until_s)} "
+            f"(beyond --max-wait {args.max_wait:g} s)",
+            file=sys.stderr,
+        )
     return 0
 
 
-def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser("status", help="counts of URLs by status and per host")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--wait-idle", action="store_true", help="wait until nothing is due, in flight or unconsumed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait-idle waits at most (default 3600)")
-    p.add_argument("--max-wait", type=float, default=3600.0,
-                   help="--wait-idle also waits for URLs held by a Retry-After, robots.txt retry or back-off "
-                        "ending within this many seconds (default 3600)")
+    p.add_argument(
+        "--max-wait",
+        type=float,
+        default=3600.0,
+        help="--wait-idle also waits for URLs held by a Retry-After, robots.txt retry or back-off "
+        "ending within this many seconds (default 3600)",
+    )
     p.add_argument("--watch", action="store_true", help="live view (rich), refreshed every --interval seconds")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between two refreshes of --watch")
     p.set_defaults(func=_status_command)

@@ -56,8 +56,16 @@ def format_line(topic: str, partition: int, offset: int, timestamp_ms: int | Non
     return f"{at} {topic}[{partition}]@{offset} {record['key']} {value}{flag}"
 
 
-async def follow(bootstrap: str, topic: str, out: TextIO, *, from_beginning: bool = False, max_messages: int = 0,
-                 timeout_s: float = 0.0, as_json: bool = False) -> int:
+async def follow(
+    bootstrap: str,
+    topic: str,
+    out: TextIO,
+    *,
+    from_beginning: bool = False,
+    max_messages: int = 0,
+    timeout_s: float = 0.0,
+    as_json: bool = False,
+) -> int:
     """Print the records of ``topic`` as they arrive; returns how many were printed.
 
     Stops after ``max_messages`` (0 = never) or ``timeout_s`` seconds without a record (0 = never).
@@ -66,8 +74,13 @@ async def follow(bootstrap: str, topic: str, out: TextIO, *, from_beginning: boo
 
     from squall.errors import KafkaSetupError
 
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest" if from_beginning else "latest")
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest" if from_beginning else "latest",
+    )
     try:
         await consumer.start()
     except Exception as exc:  # aiokafka raises several kinds; all mean "cannot follow"
@@ -82,8 +95,16 @@ async def follow(bootstrap: str, topic: str, out: TextIO, *, from_beginning: boo
                 for m in messages:
                     record = decode(m.key, m.value)
                     if as_json:
-                        line = json.dumps({"topic": tp.topic, "partition": tp.partition, "offset": m.offset,
-                                           "timestamp_ms": m.timestamp, **record}, ensure_ascii=False)
+                        line = json.dumps(
+                            {
+                                "topic": tp.topic,
+                                "partition": tp.partition,
+                                "offset": m.offset,
+                                "timestamp_ms": m.timestamp,
+                                **record,
+                            },
+                            ensure_ascii=False,
+                        )
                     else:
                         line = format_line(tp.topic, tp.partition, m.offset, m.timestamp, record)
                     print(line, file=out, flush=True)
@@ -99,17 +120,32 @@ def _tail_command(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.conf)
     topic = resolve_topic(settings, args.topic)
-    asyncio.run(follow(settings.kafka_bootstrap_servers, topic, sys.stdout, from_beginning=args.from_beginning,
-                       max_messages=args.max, timeout_s=args.timeout, as_json=args.json))
+    asyncio.run(
+        follow(
+            settings.kafka_bootstrap_servers,
+            topic,
+            sys.stdout,
+            from_beginning=args.from_beginning,
+            max_messages=args.max,
+            timeout_s=args.timeout,
+            as_json=args.json,
+        )
+    )
     return 0
 
 
-def add_parser(subparsers) -> None:  # noqa: ANN001 (argparse)
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser("tail", help="follow a topic's messages, decoded")
-    p.add_argument("topic", help="status, fetch, signals, ticks, deadletter, a table (urls, hosts, robots, audit) "
-                                 "or a full topic name")
+    p.add_argument(
+        "topic",
+        help="status, fetch, signals, ticks, deadletter, a table (urls, hosts, robots, audit) or a full topic name",
+    )
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest message, not the next one")
     p.add_argument("--max", type=int, default=0, help="stop after this many messages (0 = never)")
-    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds without a message (0 = never)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line (topic, partition, offset, key, value)")
+    p.add_argument(
+        "--timeout", type=float, default=0.0, help="stop after this many seconds without a message (0 = never)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="one JSON object per line (topic, partition, offset, key, value)"
+    )
     p.set_defaults(func=_tail_command)

@@ -21,11 +21,15 @@ def add_parser(subparsers: Any) -> None:
     )
     normalize.add_argument("urls", nargs="+", metavar="URL")
     normalize.add_argument("--base", help="resolve relative URLs against this URL")
-    normalize.add_argument("--seed", action="store_true",
-                           help="judge the URLs as seeds: userinfo (user:password@) is refused, not dropped")
-    normalize.add_argument("--traps", action="store_true",
-                           help="also judge each canonical URL by the URL-shape trap guards (squall.policy.traps): "
-                                "'<url>\tadmitted' or '<url>\trefused: <reason>'; exit 1 if any is refused")
+    normalize.add_argument(
+        "--seed", action="store_true", help="judge the URLs as seeds: userinfo (user:password@) is refused, not dropped"
+    )
+    normalize.add_argument(
+        "--traps",
+        action="store_true",
+        help="also judge each canonical URL by the URL-shape trap guards (squall.policy.traps): "
+        "'<url>\tadmitted' or '<url>\trefused: <reason>'; exit 1 if any is refused",
+    )
     normalize.set_defaults(func=_normalize_command)
 
 

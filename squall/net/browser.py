@@ -29,7 +29,7 @@ from pathlib import Path
 
 from squall.errors import BrowserMissing
 
-__all__ = ["find_chromium", "CHROMIUM_ARGS", "CANDIDATES", "INSTALL_HINT"]
+__all__ = ["CANDIDATES", "CHROMIUM_ARGS", "INSTALL_HINT", "find_chromium"]
 
 # Executable names tried on PATH, in order (Debian: chromium; Ubuntu snaps and others: the rest).
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

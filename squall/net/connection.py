@@ -29,7 +29,7 @@ from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.records import Reason
 
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
-_NO_BODY_STATUSES = frozenset({204, 304})   # RFC 9110 §6.4.1: no content whatever the headers say
+_NO_BODY_STATUSES = frozenset({204, 304})  # RFC 9110 §6.4.1: no content whatever the headers say
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
 log = logging.getLogger("squall.net.http")
 
@@ -52,8 +52,9 @@ class PolicyResolver(AbstractResolver):
         self._policy = policy
         self._getaddrinfo = getaddrinfo
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         pinned = self._policy.pinned(host, port)
         if pinned is not None:
             infos: Sequence[AddrInfo] = [(_family_of(pinned), socket.SOCK_STREAM, 0, "", (pinned, port))]
@@ -61,14 +62,18 @@ class PolicyResolver(AbstractResolver):
             infos = await self._getaddrinfo(host, port, family)
         else:
             infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, family=family, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG)
+                host, port, family=family, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG
+            )
         results: list[ResolveResult] = []
         for info_family, _, proto, _, sockaddr in infos:
             address = await self._numeric_host(info_family, sockaddr)
             if check_address(address, self._policy) is not None:
                 raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{host} resolves to {address}")
-            results.append(ResolveResult(hostname=host, host=address, port=port, family=info_family,
-                                         proto=proto, flags=_NUMERIC_FLAGS))
+            results.append(
+                ResolveResult(
+                    hostname=host, host=address, port=port, family=info_family, proto=proto, flags=_NUMERIC_FLAGS
+                )
+            )
         if not results:
             raise socket.gaierror(socket.EAI_NONAME, f"{host}: no usable address")
         return results
@@ -76,7 +81,9 @@ class PolicyResolver(AbstractResolver):
     async def _numeric_host(self, family: int, sockaddr: tuple[Any, ...]) -> str:
         if family == socket.AF_INET6 and len(sockaddr) >= 4 and sockaddr[3]:
             # a scoped (link-local) IPv6 address needs its %zone to be connectable
-            host, _ = await asyncio.get_running_loop().getnameinfo(sockaddr[:4], socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)
+            host, _ = await asyncio.get_running_loop().getnameinfo(
+                sockaddr[:4], socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+            )
             return host
         return str(sockaddr[0])
 
@@ -93,7 +100,7 @@ class _PeerResponse(aiohttp.ClientResponse):
 
     peer_ip: str = ""
 
-    async def start(self, connection: Any) -> "aiohttp.ClientResponse":
+    async def start(self, connection: Any) -> aiohttp.ClientResponse:
         transport = connection.transport
         peer = transport.get_extra_info("peername") if transport is not None else None
         if peer:
@@ -118,7 +125,7 @@ class DeclaredLengthFramer:
     def __init__(self, header_limit: int) -> None:
         self._header_limit = header_limit
         self._head = b""
-        self._state = "head"        # head | body | done | pass
+        self._state = "head"  # head | body | done | pass
         self._remaining = 0
         self._head_only = False
 
@@ -130,7 +137,7 @@ class DeclaredLengthFramer:
     def feed(self, data: bytes) -> tuple[bytes, int]:
         """``(bytes to parse, count of bytes dropped)`` for ``data`` as received."""
         if self._state == "body" and len(data) < self._remaining:
-            self._remaining -= len(data)   # the common case, a piece of a body: passed on without a copy
+            self._remaining -= len(data)  # the common case, a piece of a body: passed on without a copy
             return data, 0
         kept = bytearray()
         while data and self._state != "pass":
@@ -148,18 +155,18 @@ class DeclaredLengthFramer:
             match = _HEADER_END.search(self._head)
             if match is None:
                 if len(self._head) > self._header_limit:
-                    self._state = "pass"   # aiohttp's parser refuses it; nothing to frame
+                    self._state = "pass"  # aiohttp's parser refuses it; nothing to frame
                     kept += self._head
                     data = b""
                 return bytes(kept), 0
-            head, data = self._head[:match.end()], self._head[match.end():]
+            head, data = self._head[: match.end()], self._head[match.end() :]
             self._head = b""
             kept += head
             length = self._body_length(head)
             if length is None:
                 self._state = "pass"
             elif length == -1:
-                self._state = "head"   # an interim 1xx answer: the final one follows
+                self._state = "head"  # an interim 1xx answer: the final one follows
             elif length == 0:
                 self._state = "done"
             else:
@@ -182,11 +189,11 @@ class DeclaredLengthFramer:
             name, sep, value = line.partition(":")
             name = name.strip().lower()
             if name == "transfer-encoding":
-                return None   # chunked (or worse): framed by its encoding, not by length
+                return None  # chunked (or worse): framed by its encoding, not by length
             if name == "content-length":
                 lengths.update(v.strip() for v in value.split(","))
         if len(lengths) != 1:
-            return None       # absent (read to close) or contradictory: aiohttp decides
+            return None  # absent (read to close) or contradictory: aiohttp decides
         value = lengths.pop()
         return int(value) if value.isdigit() else None
 
@@ -203,13 +210,13 @@ class _FramingProtocol(ResponseHandler):
         super().set_response_params(*args, **kwargs)
 
     def data_received(self, data: bytes) -> None:
-        if not data:   # aiohttp's own call to resume a paused read: not from the network
+        if not data:  # aiohttp's own call to resume a paused read: not from the network
             super().data_received(data)
             return
         kept, dropped = self._framer.feed(data)
         if dropped:
             log.info("squall: dropped %d byte(s) sent after the declared Content-Length", dropped)
-            self.force_close()   # the connection's state is unknown: never reuse it
+            self.force_close()  # the connection's state is unknown: never reuse it
         if kept:
             super().data_received(kept)
 
@@ -227,4 +234,5 @@ class _FramingConnector(aiohttp.TCPConnector):
         if not hasattr(self, "_factory"):
             raise RuntimeError("aiohttp's TCPConnector has no _factory: squall.net.http needs updating")
         self._factory = functools.partial(  # type: ignore[assignment]  # a ResponseHandler subclass
-            _FramingProtocol, loop=self._loop, header_limit=header_limit)
+            _FramingProtocol, loop=self._loop, header_limit=header_limit
+        )

@@ -28,21 +28,23 @@ from squall.policy.records import Reason
 try:
     import brotli
 
-    HAS_BROTLI = hasattr(brotli.Decompressor(), "can_accept_more_data")   # Brotli >= 1.2: bounded output
-except ImportError:   # pragma: no cover - a dependency
+    HAS_BROTLI = hasattr(brotli.Decompressor(), "can_accept_more_data")  # Brotli >= 1.2: bounded output
+except ImportError:  # pragma: no cover - a dependency
     HAS_BROTLI = False
 
 try:
     from compression.zstd import ZstdDecompressor, ZstdError
+
     HAS_ZSTD = True
 except ImportError:
     try:
         from backports.zstd import ZstdDecompressor, ZstdError
+
         HAS_ZSTD = True
-    except ImportError:   # pragma: no cover - a dependency
+    except ImportError:  # pragma: no cover - a dependency
         HAS_ZSTD = False
 
-STEP = 64 * 1024   # bytes one intermediate coding hands to the next at a time
+STEP = 64 * 1024  # bytes one intermediate coding hands to the next at a time
 ACCEPT_ENCODING = ", ".join(["gzip", "deflate"] + (["br"] if HAS_BROTLI else []) + (["zstd"] if HAS_ZSTD else []))
 _ALIASES = {"x-gzip": "gzip"}
 
@@ -85,16 +87,16 @@ class _Zlib:
 
     def read(self, size: int) -> bytes:
         while self._pending:
-            if self._obj is None:   # deflate: zlib header (RFC 1950) or, as some servers send, raw RFC 1951
+            if self._obj is None:  # deflate: zlib header (RFC 1950) or, as some servers send, raw RFC 1951
                 if len(self._pending) < 2:
                     return b""
                 zlib_header = (self._pending[0] & 0x0F) == 8 and int.from_bytes(self._pending[:2], "big") % 31 == 0
                 self._obj = zlib.decompressobj(15 if zlib_header else -15)
             if self._obj.eof:
                 if self._coding != "gzip" or not self._pending.lstrip(b"\0"):
-                    self._pending = b""   # trailing bytes after the stream (or gzip padding): ignored
+                    self._pending = b""  # trailing bytes after the stream (or gzip padding): ignored
                     return b""
-                self._obj = zlib.decompressobj(31)   # another gzip member (RFC 1952 §2.2)
+                self._obj = zlib.decompressobj(31)  # another gzip member (RFC 1952 §2.2)
             out = self._obj.decompress(self._pending, size)
             self._pending = self._obj.unconsumed_tail
             if self._obj.eof:
@@ -108,7 +110,7 @@ class _Brotli:
     def __init__(self) -> None:
         self._obj = brotli.Decompressor()
         self._pending = b""
-        self._extra = b""   # output past ``size``: the limit stops the buffer's growth, not at a byte
+        self._extra = b""  # output past ``size``: the limit stops the buffer's growth, not at a byte
 
     def feed(self, data: bytes) -> None:
         self._pending += data
@@ -123,12 +125,12 @@ class _Brotli:
 
     def _process(self, size: int) -> bytes:
         if self._obj.is_finished():
-            self._pending = b""   # bytes after the stream: ignored
+            self._pending = b""  # bytes after the stream: ignored
             return b""
         if self._obj.can_accept_more_data():
             data, self._pending = self._pending, b""
         else:
-            data = b""   # the decoder still holds input: it must be drained with empty input first
+            data = b""  # the decoder still holds input: it must be drained with empty input first
         # the limit is a floor of about 32 KiB in Brotli 1.2: output past ``size`` waits in _extra
         return self._obj.process(data, output_buffer_limit=size)
 
@@ -147,7 +149,7 @@ class _Zstd:
                 rest = self._obj.unused_data + self._pending
                 if not rest:
                     return b""
-                self._obj, self._pending = ZstdDecompressor(), rest   # another frame
+                self._obj, self._pending = ZstdDecompressor(), rest  # another frame
             if self._obj.needs_input:
                 data, self._pending = self._pending, b""
                 if not data:
@@ -191,8 +193,9 @@ class Decoder:
         try:
             return self._read(len(self._stages) - 1, size)
         except _DECODE_ERRORS as exc:
-            raise FetchError(Reason.FETCH_PROTOCOL,
-                             f"body not valid {'/'.join(self.codings)}: {type(exc).__name__}: {exc}") from None
+            raise FetchError(
+                Reason.FETCH_PROTOCOL, f"body not valid {'/'.join(self.codings)}: {type(exc).__name__}: {exc}"
+            ) from None
 
     def _read(self, index: int, size: int) -> bytes:
         stage = self._stages[index]
@@ -200,7 +203,7 @@ class Decoder:
             out = stage.read(size)
             if out or index == 0:
                 return out
-            upstream = self._read(index - 1, STEP)   # the coding applied before this one
+            upstream = self._read(index - 1, STEP)  # the coding applied before this one
             if not upstream:
                 return b""
             stage.feed(upstream)
@@ -220,5 +223,6 @@ def decoder_for(content_encoding: str | None) -> Decoder:
 
 
 _CODING_ERRORS: tuple[type[BaseException], ...] = tuple(
-    e for e in ((brotli.error if HAS_BROTLI else None), (ZstdError if HAS_ZSTD else None)) if e is not None)
+    e for e in ((brotli.error if HAS_BROTLI else None), (ZstdError if HAS_ZSTD else None)) if e is not None
+)
 _DECODE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, EOFError, *_CODING_ERRORS)

@@ -52,12 +52,11 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from squall.errors import BlockedAddress, FetchError
+from squall.net.connection import AddrInfo, GetAddrInfo, PolicyResolver, _FramingConnector, _PeerResponse  # noqa: F401
+from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
 from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.records import Reason
 from squall.settings import Settings
-
-from squall.net.connection import AddrInfo, GetAddrInfo, PolicyResolver, _FramingConnector, _PeerResponse  # noqa: F401
-from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from squall.policy.render_policy import RenderOutcome
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
 PROTOCOL_SCHEMES = frozenset({"http", "https"})
 _READ_CHUNK = 64 * 1024  # bytes asked of the stream per read; aiohttp's own buffer size
 log = logging.getLogger("squall.net.http")
-
 
 
 @dataclass(frozen=True)
@@ -89,16 +87,21 @@ class HttpConfig:
     network: NetworkPolicy
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "HttpConfig":
+    def from_settings(cls, settings: Settings) -> HttpConfig:
         """Copy the ``http.*`` keys and the user agent of ``settings`` (checked by :mod:`squall.settings.rules`).
 
         Raises:
             ConfigError: a bad ``http.private.networks.allow`` / ``http.resolve`` entry (key named).
         """
-        return cls(user_agent=settings.user_agent, content_limit=settings.http_content_limit,
-                   header_limit=settings.http_header_limit, connect_timeout_s=settings.http_timeout_connect,
-                   read_timeout_s=settings.http_timeout_read, total_timeout_s=settings.http_timeout_total,
-                   network=NetworkPolicy.from_settings(settings))
+        return cls(
+            user_agent=settings.user_agent,
+            content_limit=settings.http_content_limit,
+            header_limit=settings.http_header_limit,
+            connect_timeout_s=settings.http_timeout_connect,
+            read_timeout_s=settings.http_timeout_read,
+            total_timeout_s=settings.http_timeout_total,
+            network=NetworkPolicy.from_settings(settings),
+        )
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class FetchResult:
     ended_at_s: float
     request_headers: list[tuple[str, str]]
     http_version: str
-    render: "RenderOutcome | None" = None
+    render: RenderOutcome | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or None if absent."""
@@ -164,20 +167,22 @@ class HttpFetcher:
     ``clock`` gives Unix seconds for ``started_at_s`` / ``ended_at_s``.
     """
 
-    def __init__(self, config: HttpConfig, *, resolver: AbstractResolver | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, config: HttpConfig, *, resolver: AbstractResolver | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.config = config
         self._resolver = resolver if resolver is not None else PolicyResolver(config.network)
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "HttpFetcher":
+    async def __aenter__(self) -> HttpFetcher:
         cfg = self.config
         self._session = aiohttp.ClientSession(
             connector=_FramingConnector(resolver=self._resolver, header_limit=cfg.header_limit),
-            auto_decompress=False,   # content codings are undone by squall.net.content_coding, bounded
-            timeout=aiohttp.ClientTimeout(total=cfg.total_timeout_s, connect=cfg.connect_timeout_s,
-                                          sock_read=cfg.read_timeout_s),
+            auto_decompress=False,  # content codings are undone by squall.net.content_coding, bounded
+            timeout=aiohttp.ClientTimeout(
+                total=cfg.total_timeout_s, connect=cfg.connect_timeout_s, sock_read=cfg.read_timeout_s
+            ),
             cookie_jar=aiohttp.DummyCookieJar(),
             response_class=_PeerResponse,
             # per-line bounds inside aiohttp's parser; the block total is checked in fetch()
@@ -196,8 +201,9 @@ class HttpFetcher:
             await self._session.close()
             self._session = None
 
-    async def fetch(self, url: str, *, headers: Mapping[str, str] | None = None,
-                    address: str | None = None) -> FetchResult:
+    async def fetch(
+        self, url: str, *, headers: Mapping[str, str] | None = None, address: str | None = None
+    ) -> FetchResult:
         """GET ``url`` once, redirects not followed.
 
         ``headers`` are sent in addition to ``User-Agent`` (always the
@@ -229,8 +235,9 @@ class HttpFetcher:
             request_headers["Host"] = _host_header(URL(url))
         started_at_s = self._clock()
         try:
-            async with self._session.get(target, headers=request_headers, allow_redirects=False,
-                                         server_hostname=server_hostname) as response:
+            async with self._session.get(
+                target, headers=request_headers, allow_redirects=False, server_hostname=server_hostname
+            ) as response:
                 self._check_header_block(response)
                 body, truncated = await self._read_body(response)
         except FetchError:
@@ -239,9 +246,13 @@ class HttpFetcher:
             raise _translate(exc, url) from exc
         assert isinstance(response, _PeerResponse)
         return FetchResult(
-            url=url, status=response.status,
+            url=url,
+            status=response.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers],
-            body=body, truncated=truncated, ip=response.peer_ip, started_at_s=started_at_s,
+            body=body,
+            truncated=truncated,
+            ip=response.peer_ip,
+            started_at_s=started_at_s,
             ended_at_s=self._clock(),
             request_headers=[(str(k), str(v)) for k, v in response.request_info.headers.items()],
             http_version=f"HTTP/{response.version.major}.{response.version.minor}" if response.version else "",
@@ -268,11 +279,12 @@ class HttpFetcher:
                 raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"address {host}")
             return [literal]
         try:
-            results = await asyncio.wait_for(self._resolver.resolve(host, port, socket.AF_UNSPEC),
-                                             self.config.connect_timeout_s)
+            results = await asyncio.wait_for(
+                self._resolver.resolve(host, port, socket.AF_UNSPEC), self.config.connect_timeout_s
+            )
         except BlockedAddress:
             raise
-        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:  # socket.gaierror is an OSError
+        except (OSError, TimeoutError) as exc:  # socket.gaierror is an OSError
             raise FetchError(Reason.FETCH_DNS, f"{host}: {type(exc).__name__}: {exc}") from None
         return [r["host"] for r in results]
 
@@ -281,8 +293,10 @@ class HttpFetcher:
         size = sum(len(k) + len(v) + 4 for k, v in response.raw_headers)  # "k: v\r\n"
         if size > self.config.header_limit:
             response.close()
-            raise FetchError(Reason.FETCH_PROTOCOL,
-                             f"response headers of {size} bytes exceed http.header.limit {self.config.header_limit}")
+            raise FetchError(
+                Reason.FETCH_PROTOCOL,
+                f"response headers of {size} bytes exceed http.header.limit {self.config.header_limit}",
+            )
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
         """Read and decode the body up to the content limit (on decoded bytes); (body, truncated)."""

@@ -48,11 +48,19 @@ from typing import Any
 from playwright.async_api import Browser, BrowserContext, Playwright, Request, Route, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from squall.net.browser import CHROMIUM_ARGS
 from squall.errors import BlockedAddress, FetchError
+from squall.net.browser import CHROMIUM_ARGS
 from squall.net.http import FetchResult
-from squall.policy.render_policy import (Refusal, RenderConfig, RenderFailure, RenderOutcome, RenderTally, SubRequest,
-                                  SubresourceCache, cacheable)
+from squall.policy.render_policy import (
+    Refusal,
+    RenderConfig,
+    RenderFailure,
+    RenderOutcome,
+    RenderTally,
+    SubRequest,
+    SubresourceCache,
+    cacheable,
+)
 
 __all__ = ["BrowserPool", "Fetch", "Judge"]
 
@@ -113,13 +121,14 @@ class BrowserPool:
         try:
             try:
                 browser = await self._browser(slot)
-            except Exception as exc:  # noqa: BLE001 (any launch failure: the page keeps its raw links)
+            except Exception as exc:
                 log.warning("squall: cannot start chromium %s: %s", self.executable, exc)
                 return self._outcome(None, RenderFailure.UNAVAILABLE, tally, started)
             try:
-                html, failure = await _Render(self.config, browser, self.user_agent, url, raw, fetch, judge, tally,
-                                              self.cache).run()
-            except Exception:  # noqa: BLE001 (a bug of ours: the page keeps its raw links, the browser is replaced)
+                html, failure = await _Render(
+                    self.config, browser, self.user_agent, url, raw, fetch, judge, tally, self.cache
+                ).run()
+            except Exception:
                 log.exception("squall: render of %s failed unexpectedly", url)
                 await self._drop(slot)
                 return self._outcome(None, RenderFailure.ERROR, tally, started)
@@ -133,8 +142,14 @@ class BrowserPool:
 
     @staticmethod
     def _outcome(html: str | None, failure: RenderFailure | None, tally: RenderTally, started: float) -> RenderOutcome:
-        return RenderOutcome(html=html, failure=failure, sent=tally.sent, refused=dict(tally.refused),
-                             elapsed_s=time.monotonic() - started, cached=tally.cached)
+        return RenderOutcome(
+            html=html,
+            failure=failure,
+            sent=tally.sent,
+            refused=dict(tally.refused),
+            elapsed_s=time.monotonic() - started,
+            cached=tally.cached,
+        )
 
     async def _browser(self, slot: _Slot) -> Browser:
         if slot.alive:
@@ -146,8 +161,14 @@ class BrowserPool:
                 self._playwright = await async_playwright().start()
             try:
                 slot.browser = await self._playwright.chromium.launch(
-                    executable_path=str(self.executable), args=list(CHROMIUM_ARGS), headless=True,
-                    handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=30_000)
+                    executable_path=str(self.executable),
+                    args=list(CHROMIUM_ARGS),
+                    headless=True,
+                    handle_sigint=False,
+                    handle_sigterm=False,
+                    handle_sighup=False,
+                    timeout=30_000,
+                )
             except Exception:
                 # perhaps the Playwright driver itself died: the next attempt starts a new one
                 driver, self._playwright = self._playwright, None
@@ -193,8 +214,18 @@ class BrowserPool:
 class _Render:
     """One page in one fresh browser context; :meth:`run` returns (html, failure)."""
 
-    def __init__(self, config: RenderConfig, browser: Browser, user_agent: str, url: str, raw: FetchResult,
-                 fetch: Fetch, judge: Judge, tally: RenderTally, cache: SubresourceCache) -> None:
+    def __init__(
+        self,
+        config: RenderConfig,
+        browser: Browser,
+        user_agent: str,
+        url: str,
+        raw: FetchResult,
+        fetch: Fetch,
+        judge: Judge,
+        tally: RenderTally,
+        cache: SubresourceCache,
+    ) -> None:
         self.config, self.browser, self.user_agent, self.cache = config, browser, user_agent, cache
         self.url, self.raw, self.fetch, self.judge, self.tally = url, raw, fetch, judge, tally
         self.document_served = False
@@ -210,8 +241,12 @@ class _Render:
         html: str | None = None
         try:
             async with asyncio.timeout(self.config.timeout_s):
-                context = await self.browser.new_context(user_agent=self.user_agent, service_workers="block",
-                                                         accept_downloads=False, java_script_enabled=True)
+                context = await self.browser.new_context(
+                    user_agent=self.user_agent,
+                    service_workers="block",
+                    accept_downloads=False,
+                    java_script_enabled=True,
+                )
                 await context.route("**/*", self._route)
                 await context.route_web_socket("**/*", self._websocket)
                 page = await context.new_page()
@@ -253,7 +288,7 @@ class _Render:
         if context is not None:
             try:
                 await asyncio.wait_for(context.close(), _CLOSE_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 (a wedged or dead browser: the pool drops it)
+            except Exception:
                 self._fail(RenderFailure.CRASH)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self.browser.close(), _CLOSE_TIMEOUT_S)
@@ -270,8 +305,12 @@ class _Render:
                 self.document_served = True
                 await route.fulfill(status=self.raw.status, headers=_headers(self.raw.headers), body=self.raw.body)
                 return
-            sub = SubRequest(url=request.url, method=request.method, resource_type=request.resource_type,
-                             main_frame_navigation=main_frame_navigation)
+            sub = SubRequest(
+                url=request.url,
+                method=request.method,
+                resource_type=request.resource_type,
+                main_frame_navigation=main_frame_navigation,
+            )
             refusal = self.judge(sub, self.tally.sent)
             if refusal is not None:
                 self.tally.refuse(refusal)
@@ -343,6 +382,9 @@ def _headers(headers: list[tuple[str, str]]) -> dict[str, str]:
         key = name.lower()
         if key in _WIRE_HEADERS:
             continue
-        out[key] = f"{out[key]}\n{value}" if key in out and key == "set-cookie" else (
-            f"{out[key]}, {value}" if key in out else value)
+        out[key] = (
+            f"{out[key]}\n{value}"
+            if key in out and key == "set-cookie"
+            else (f"{out[key]}, {value}" if key in out else value)
+        )
     return out

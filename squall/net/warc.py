@@ -30,7 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
@@ -40,7 +40,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-__all__ = ["WarcWriter", "ORIGINAL_HEADER_PREFIX"]
+__all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter"]
 
 ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
@@ -138,8 +138,12 @@ class WarcWriter:
                 protocol=_clean(http_version) or "HTTP/1.1",
             )
             response = writer.create_warc_record(
-                url, "response", payload=io.BytesIO(body), length=len(body),
-                warc_headers_dict=resp_warc, http_headers=resp_http,
+                url,
+                "response",
+                payload=io.BytesIO(body),
+                length=len(body),
+                warc_headers_dict=resp_warc,
+                http_headers=resp_http,
             )
 
             # warcio's request line shape: protocol slot = method, status line = "target version"
@@ -149,7 +153,10 @@ class WarcWriter:
                 protocol=_clean(method) or "GET",
             )
             request = writer.create_warc_record(
-                url, "request", payload=io.BytesIO(b""), length=0,
+                url,
+                "request",
+                payload=io.BytesIO(b""),
+                length=0,
                 warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": resp_id},
                 http_headers=req_http,
             )
@@ -161,8 +168,9 @@ class WarcWriter:
             self._flush_and_rotate()
             return path
 
-    def write_conversion(self, url: str, *, body: bytes, content_type: str, fetched_at_s: float,
-                         converted_at_s: float) -> Path:
+    def write_conversion(
+        self, url: str, *, body: bytes, content_type: str, fetched_at_s: float, converted_at_s: float
+    ) -> Path:
         """Write a ``conversion`` record of ``url`` (e.g. the rendered DOM); return the file written to.
 
         ``fetched_at_s`` is the ``fetched_at_s`` given to :meth:`write_fetch`
@@ -179,14 +187,23 @@ class WarcWriter:
             writer, path = self._writable()
             micros = self.warc_version == "1.1"
             refers_date = _warc_date(fetched_at_s, micros=micros)
-            headers = {"WARC-Date": _warc_date(converted_at_s, micros=micros),
-                       "WARC-Refers-To-Target-URI": url, "WARC-Refers-To-Date": refers_date,
-                       "Content-Type": _clean(content_type)}
+            headers = {
+                "WARC-Date": _warc_date(converted_at_s, micros=micros),
+                "WARC-Refers-To-Target-URI": url,
+                "WARC-Refers-To-Date": refers_date,
+                "Content-Type": _clean(content_type),
+            }
             refers_to = self._responses.get((url, refers_date))
             if refers_to:
                 headers["WARC-Refers-To"] = refers_to
-            record = writer.create_warc_record(url, "conversion", payload=io.BytesIO(body), length=len(body),
-                                               warc_headers_dict=headers, warc_content_type=_clean(content_type))
+            record = writer.create_warc_record(
+                url,
+                "conversion",
+                payload=io.BytesIO(body),
+                length=len(body),
+                warc_headers_dict=headers,
+                warc_content_type=_clean(content_type),
+            )
             writer.write_record(record)
             self._flush_and_rotate()
             return path
@@ -197,11 +214,12 @@ class WarcWriter:
             self._close_file()
             self._closed = True
 
-    def __enter__(self) -> "WarcWriter":
+    def __enter__(self) -> WarcWriter:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # ------------------------------------------------------------------ files
@@ -223,7 +241,7 @@ class WarcWriter:
         if self._file is not None and self._writer is not None:
             return self._writer, self._paths[-1]
         self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.fromtimestamp(self._clock(), timezone.utc).strftime("%Y%m%d%H%M%S")
+        stamp = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y%m%d%H%M%S")
         while True:
             path = self.directory / f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
             self._serial += 1
@@ -234,10 +252,13 @@ class WarcWriter:
                 continue
         self._writer = WARCWriter(self._file, gzip=True, warc_version=self.warc_version)
         self._paths.append(path)
-        info = {"software": _SOFTWARE, "hostname": socket.gethostname(),
-                "format": f"WARC File Format {self.warc_version}",
-                "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/"
-                              f"warc-{self.warc_version}/"}
+        info = {
+            "software": _SOFTWARE,
+            "hostname": socket.gethostname(),
+            "format": f"WARC File Format {self.warc_version}",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/"
+            f"warc-{self.warc_version}/",
+        }
         self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
         return self._writer, path
 
@@ -250,8 +271,9 @@ class WarcWriter:
 
 # ---------------------------------------------------------------------- helpers
 
+
 def _warc_date(at_s: float, *, micros: bool) -> str:
-    dt = datetime.fromtimestamp(at_s, timezone.utc).replace(tzinfo=None)
+    dt = datetime.fromtimestamp(at_s, UTC).replace(tzinfo=None)
     return datetime_to_iso_date(dt, use_micros=micros)
 
 

@@ -55,7 +55,7 @@ class AddressConfig:
     size: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "AddressConfig":
+    def from_settings(cls, settings: Settings) -> AddressConfig:
         """Copy the ``partition.ip.cache.*`` keys (checked by :mod:`squall.settings.rules`)."""
         return cls(ttl_s=settings.partition_ip_cache_secs, size=settings.partition_ip_cache_size)
 
@@ -74,13 +74,13 @@ class Resolution:
     resolved_at_s: float
 
     @classmethod
-    def resolved(cls, addresses: Iterable[str], at_s: float) -> "Resolution":
+    def resolved(cls, addresses: Iterable[str], at_s: float) -> Resolution:
         """The resolution of a host whose judged addresses are ``addresses`` (none = ``fetch.dns``)."""
         address = key_address(addresses)
         return cls(address, None if address is not None else Reason.FETCH_DNS, at_s)
 
     @classmethod
-    def failed(cls, reason: Reason, at_s: float) -> "Resolution":
+    def failed(cls, reason: Reason, at_s: float) -> Resolution:
         return cls(None, reason, at_s)
 
     def fresh(self, now_s: float, ttl_s: float) -> bool:
@@ -190,4 +190,3 @@ def fetch_route(key: str, host: str, resolution: Resolution) -> Connect | Move |
     if resolution.address == key:
         return Connect(resolution.address)
     return Move(resolution.address)
-

@@ -77,7 +77,7 @@ class HostAudit:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HostAudit":
+    def from_dict(cls, d: Mapping[str, Any]) -> HostAudit:
         """Rebuild from :meth:`to_dict`; unknown fields are ignored (records of a newer version).
 
         Raises:
@@ -89,8 +89,14 @@ class HostAudit:
         return cls(**values)
 
 
-def record_request(audit: HostAudit | None, key: str, start_s: float, required_delay_s: float,
-                   blocked_until_s: float, tolerance_s: float) -> HostAudit:
+def record_request(
+    audit: HostAudit | None,
+    key: str,
+    start_s: float,
+    required_delay_s: float,
+    blocked_until_s: float,
+    tolerance_s: float,
+) -> HostAudit:
     """Return the audit of ``key`` after a request that started at ``start_s``.
 
     ``audit`` is the record so far (None: the first request ever seen for
@@ -124,10 +130,17 @@ def record_request(audit: HostAudit | None, key: str, start_s: float, required_d
     if too_soon or inside:
         v = Violation(start_s=start_s, gap_s=gap, required_delay_s=required_delay_s, blocked_until_s=block_until)
         changes.update(violations=a.violations + 1, recent=(a.recent + (v,))[-WORST_KEPT:])
-    return replace(a, requests=a.requests + 1, last_start_s=start_s, required_delay_s=required_delay_s,
-                   first_start_s=a.first_start_s if a.first_start_s is not None else start_s,
-                   block_from_s=block_from, blocked_until_s=block_until,
-                   inside_block=a.inside_block + (1 if inside else 0), **changes)
+    return replace(
+        a,
+        requests=a.requests + 1,
+        last_start_s=start_s,
+        required_delay_s=required_delay_s,
+        first_start_s=a.first_start_s if a.first_start_s is not None else start_s,
+        block_from_s=block_from,
+        blocked_until_s=block_until,
+        inside_block=a.inside_block + (1 if inside else 0),
+        **changes,
+    )
 
 
 def merge(records: Iterable[HostAudit]) -> dict[str, HostAudit]:
@@ -148,14 +161,18 @@ def merge(records: Iterable[HostAudit]) -> dict[str, HostAudit]:
 
 def worst_first(audits: Iterable[HostAudit]) -> list[HostAudit]:
     """Hosts ordered worst first: most violations, then the smallest margin, then the key."""
-    return sorted(audits, key=lambda a: (-a.violations, a.min_margin_s if a.min_margin_s is not None else float("inf"),
-                                         a.key))
+    return sorted(
+        audits, key=lambda a: (-a.violations, a.min_margin_s if a.min_margin_s is not None else float("inf"), a.key)
+    )
 
 
 def summary(audits: Iterable[HostAudit]) -> dict[str, Any]:
     """The JSON of ``squall audit --json``: totals and one entry per host, worst first."""
     hosts = worst_first(audits)
-    return {"hosts": len(hosts), "requests": sum(a.requests for a in hosts),
-            "violations": sum(a.violations for a in hosts),
-            "inside_block": sum(a.inside_block for a in hosts),
-            "by_host": [a.to_dict() for a in hosts]}
+    return {
+        "hosts": len(hosts),
+        "requests": sum(a.requests for a in hosts),
+        "violations": sum(a.violations for a in hosts),
+        "inside_block": sum(a.inside_block for a in hosts),
+        "by_host": [a.to_dict() for a in hosts],
+    }

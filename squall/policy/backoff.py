@@ -19,7 +19,7 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
         return None
     if _DELTA_SECONDS.fullmatch(text):
         digits = text.lstrip("0") or "0"  # a 5000-digit value must not raise (int() limit, float overflow)
-        return now_s + (int(digits) if len(digits) <= 12 else 10 ** 12)  # >31 000 years: capped by callers
+        return now_s + (int(digits) if len(digits) <= 12 else 10**12)  # >31 000 years: capped by callers
     if text[0] in "+-" or text[0].isdigit():
         return None  # signed or fractional numbers are not delay-seconds nor dates
     try:
@@ -64,7 +64,7 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)  # HTTP-date is always GMT (RFC 9110 §5.6.7)
+        when = when.replace(tzinfo=UTC)  # HTTP-date is always GMT (RFC 9110 §5.6.7)
     try:
         at_s = when.timestamp()
     except (OverflowError, OSError, ValueError):
@@ -102,8 +102,11 @@ class BackoffConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> BackoffConfig:
         """Copy ``frontier.backoff.base.secs``, ``.max.secs`` and ``.ttl.secs`` (checked by :mod:`squall.settings.rules`)."""
-        return cls(base_s=settings.frontier_backoff_base_secs, max_s=settings.frontier_backoff_max_secs,
-                   ttl_s=float(settings.frontier_backoff_ttl_secs))
+        return cls(
+            base_s=settings.frontier_backoff_base_secs,
+            max_s=settings.frontier_backoff_max_secs,
+            ttl_s=float(settings.frontier_backoff_ttl_secs),
+        )
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,11 @@ class HostBackoff:
         for name, value in (("blocked_until_s", blocked), ("backing_off_since_s", since)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ValueError(f"HostBackoff.{name}: expected a number, got {value!r}")
-        return cls(attempts=attempts, blocked_until_s=float(blocked or 0.0), backing_off_since_s=None if since is None else float(since))
+        return cls(
+            attempts=attempts,
+            blocked_until_s=float(blocked or 0.0),
+            backing_off_since_s=None if since is None else float(since),
+        )
 
 
 _IDLE = HostBackoff()
@@ -240,7 +247,9 @@ class TokenBucket:
         return cls(tokens=float(burst), updated_at_s=now_s)
 
 
-def try_take(bucket: TokenBucket | None, now_s: float, rate_per_s: float, burst: int) -> tuple[bool, TokenBucket | None, float]:
+def try_take(
+    bucket: TokenBucket | None, now_s: float, rate_per_s: float, burst: int
+) -> tuple[bool, TokenBucket | None, float]:
     """Take one token if there is one (``fetcher.server.rate`` / ``fetcher.server.burst``).
 
     Args:

@@ -119,9 +119,11 @@ class CrawlDelayConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> CrawlDelayConfig:
         """Copy the ``frontier.robots.*`` keys (checked by :mod:`squall.settings.rules`)."""
-        return cls(enabled=settings.frontier_robots_crawl_delay_enabled,
-                   max_delay_s=settings.frontier_robots_delay_max_secs,
-                   decay_s=float(settings.frontier_robots_delay_decay_secs))
+        return cls(
+            enabled=settings.frontier_robots_crawl_delay_enabled,
+            max_delay_s=settings.frontier_robots_delay_max_secs,
+            decay_s=float(settings.frontier_robots_delay_decay_secs),
+        )
 
 
 @overload
@@ -184,7 +186,9 @@ def observe_crawl_delay(
         return state  # a delay of 0 is never set: it would erase the pace, not slow it
 
     def new() -> CrawlDelayState:
-        return CrawlDelayState(delay_s=value, max_observed_s=requested, max_observed_at_s=at_s, last_signal_id=signal_id)
+        return CrawlDelayState(
+            delay_s=value, max_observed_s=requested, max_observed_at_s=at_s, last_signal_id=signal_id
+        )
 
     if state is None or state.delay_s is None or state.max_observed_at_s is None:
         return new()

@@ -67,12 +67,15 @@ class FetchConfig:
     max_wait_s: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "FetchConfig":
+    def from_settings(cls, settings: Settings) -> FetchConfig:
         """Build from loaded settings (checked by :mod:`squall.settings.rules`)."""
-        return cls(robots=RobotsConfig.from_settings(settings), pace=PaceConfig.from_settings(settings),
-                   lead_s=settings.frontier_handout_lead_secs,
-                   robots_retry_s=settings.http_robots_retry_base_secs,
-                   max_wait_s=settings.frontier_inflight_timeout_secs / 2)
+        return cls(
+            robots=RobotsConfig.from_settings(settings),
+            pace=PaceConfig.from_settings(settings),
+            lead_s=settings.frontier_handout_lead_secs,
+            robots_retry_s=settings.http_robots_retry_base_secs,
+            max_wait_s=settings.frontier_inflight_timeout_secs / 2,
+        )
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,9 @@ def handout_id(url: str, handed_out_at_s: float) -> str:
     return f"{handed_out_at_s:.6f}:{url}"
 
 
-def before_fetch(msg: FetchMessage, entry: RobotsEntry, rules: RobotsRules, now_s: float,
-                 config: FetchConfig) -> Skip | Go:
+def before_fetch(
+    msg: FetchMessage, entry: RobotsEntry, rules: RobotsRules, now_s: float, config: FetchConfig
+) -> Skip | Go:
     """Decide what to do with ``msg`` once its origin's robots.txt is known (see the module table)."""
     if entry.blocks_origin:  # RFC 9309 §2.3.1.4: unreachable robots.txt = complete disallow; the URL waits
         return Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, entry.retry_at_s or now_s + config.robots_retry_s)
@@ -153,13 +157,25 @@ def hand_back_until(pace: PaceState, now_s: float, config: FetchConfig) -> float
     return None
 
 
-def ended(msg: FetchMessage, kind: SignalKind, at_s: float, *, requested: bool, go: Go | None = None,
-          retry_until_s: float | None = None) -> FetchEnded:
+def ended(
+    msg: FetchMessage,
+    kind: SignalKind,
+    at_s: float,
+    *,
+    requested: bool,
+    go: Go | None = None,
+    retry_until_s: float | None = None,
+) -> FetchEnded:
     """The pace event of one fetch (or of a decision that made no request)."""
-    return FetchEnded(fetch_id=fetch_id(msg), kind=kind, at_s=at_s, requested=requested,
-                      crawl_delay_s=go.crawl_delay_s if go is not None else None,
-                      retry_until_s=retry_until_s if kind is SignalKind.RETRY_AFTER else None,
-                      forwarded_crawl_delay_s=go.forward_s if go is not None else None)
+    return FetchEnded(
+        fetch_id=fetch_id(msg),
+        kind=kind,
+        at_s=at_s,
+        requested=requested,
+        crawl_delay_s=go.crawl_delay_s if go is not None else None,
+        retry_until_s=retry_until_s if kind is SignalKind.RETRY_AFTER else None,
+        forwarded_crawl_delay_s=go.forward_s if go is not None else None,
+    )
 
 
 def robots_ended(fid: str, rules: RobotsRules, at_s: float, config: FetchConfig) -> FetchEnded:
@@ -174,17 +190,33 @@ def robots_ended(fid: str, rules: RobotsRules, at_s: float, config: FetchConfig)
 
 def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessage:
     """The signal that carries ``event`` to the queue regulator (the durable use of the pace model)."""
-    return SignalMessage(key=msg.key, url=msg.url, fetch_id=event.fetch_id, kind=event.kind, at_s=event.at_s,
-                         requested=event.requested, delay_s=pace.delay_s, crawl_delay_s=event.crawl_delay_s,
-                         retry_until_s=event.retry_until_s, robots_crawl_delay_s=event.forwarded_crawl_delay_s,
-                         handed_out_at_s=msg.handed_out_at_s)
+    return SignalMessage(
+        key=msg.key,
+        url=msg.url,
+        fetch_id=event.fetch_id,
+        kind=event.kind,
+        at_s=event.at_s,
+        requested=event.requested,
+        delay_s=pace.delay_s,
+        crawl_delay_s=event.crawl_delay_s,
+        retry_until_s=event.retry_until_s,
+        robots_crawl_delay_s=event.forwarded_crawl_delay_s,
+        handed_out_at_s=msg.handed_out_at_s,
+    )
 
 
 def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """The status and pace event of a URL decided without a request."""
-    status = StatusMessage(url=msg.url, status=skip.status, reason=skip.reason, depth=msg.depth,
-                           metadata=msg.metadata, fetched_at_s=now_s, retry_after_s=skip.retry_after_s,
-                           chain=msg.chain)
+    status = StatusMessage(
+        url=msg.url,
+        status=skip.status,
+        reason=skip.reason,
+        depth=msg.depth,
+        metadata=msg.metadata,
+        fetched_at_s=now_s,
+        retry_after_s=skip.retry_after_s,
+        chain=msg.chain,
+    )
     return status, ended(msg, SignalKind.OTHER, now_s, requested=False)
 
 
@@ -195,8 +227,15 @@ def deferred(msg: FetchMessage, until_s: float, now_s: float) -> tuple[StatusMes
 
 def failed_unexpectedly(msg: FetchMessage, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """A bug in the fetch path: the URL is retried later (FETCH_ERROR fetch.protocol); no request is assumed."""
-    status = StatusMessage(url=msg.url, status=Status.FETCH_ERROR, reason=Reason.FETCH_PROTOCOL,
-                           depth=msg.depth, metadata=msg.metadata, fetched_at_s=now_s, chain=msg.chain)
+    status = StatusMessage(
+        url=msg.url,
+        status=Status.FETCH_ERROR,
+        reason=Reason.FETCH_PROTOCOL,
+        depth=msg.depth,
+        metadata=msg.metadata,
+        fetched_at_s=now_s,
+        chain=msg.chain,
+    )
     # requested=True is the politer assumption: the host waits a delay as if a request was made
     return status, ended(msg, SignalKind.OTHER, now_s, requested=True)
 
@@ -220,8 +259,15 @@ class Fetched:
     truncated: bool = False
 
 
-def report(msg: FetchMessage, outcome: Outcome, fetched: Fetched | None, at_s: float, pace: PaceState,
-           parsed: tuple[dict[str, list[str]], list[StatusMessage]] | None, go: Go | None) -> list[StatusMessage]:
+def report(
+    msg: FetchMessage,
+    outcome: Outcome,
+    fetched: Fetched | None,
+    at_s: float,
+    pace: PaceState,
+    parsed: tuple[dict[str, list[str]], list[StatusMessage]] | None,
+    go: Go | None,
+) -> list[StatusMessage]:
     """The status messages of one fetch: the URL's own, a redirect target's, the outlinks'.
 
     Args:
@@ -244,16 +290,31 @@ def report(msg: FetchMessage, outcome: Outcome, fetched: Fetched | None, at_s: f
     if parsed is not None:
         metadata.update(parsed[0])
     own = StatusMessage(
-        url=msg.url, status=outcome.status, depth=msg.depth, metadata=metadata,
-        reason=outcome.reason, http_status=outcome.http_status,
-        redirect_to=outcome.redirect_to, fetched_at_s=at_s, retry_after_s=retry_after_s,
-        etag=fetched.etag if fetched else None, last_modified=fetched.last_modified if fetched else None,
-        not_modified=outcome.not_modified, truncated=bool(fetched and fetched.truncated), chain=msg.chain)
+        url=msg.url,
+        status=outcome.status,
+        depth=msg.depth,
+        metadata=metadata,
+        reason=outcome.reason,
+        http_status=outcome.http_status,
+        redirect_to=outcome.redirect_to,
+        fetched_at_s=at_s,
+        retry_after_s=retry_after_s,
+        etag=fetched.etag if fetched else None,
+        last_modified=fetched.last_modified if fetched else None,
+        not_modified=outcome.not_modified,
+        truncated=bool(fetched and fetched.truncated),
+        chain=msg.chain,
+    )
     out = [settle_status(own)]  # a fetched sitemap that cannot be read ends ERROR with its reason
     if outcome.status is Status.REDIRECTION and outcome.redirect_to:
-        out.append(StatusMessage(url=outcome.redirect_to, depth=msg.depth, chain=msg.chain + [msg.url],
-                                 metadata={k: v for k, v in metadata.items()
-                                           if k != ROBOTS_DELAY_KEY and not k.startswith("parse.")}))
+        out.append(
+            StatusMessage(
+                url=outcome.redirect_to,
+                depth=msg.depth,
+                chain=msg.chain + [msg.url],
+                metadata={k: v for k, v in metadata.items() if k != ROBOTS_DELAY_KEY and not k.startswith("parse.")},
+            )
+        )
     if parsed is not None:
         out.extend(parsed[1])
     return out

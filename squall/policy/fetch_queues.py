@@ -97,10 +97,9 @@ class FetchQueues(Generic[T]):
         self._pending_total = 0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "FetchQueues[Any]":
+    def from_settings(cls, settings: Settings) -> FetchQueues[Any]:
         """Build from loaded settings (``fetcher.threads.per.queue``, ``fetcher.max.queue.size``)."""
-        return cls(threads_per_queue=settings.fetcher_threads_per_queue,
-                   max_queue_size=settings.fetcher_max_queue_size)
+        return cls(threads_per_queue=settings.fetcher_threads_per_queue, max_queue_size=settings.fetcher_max_queue_size)
 
     # ------------------------------------------------------------------ adding
 

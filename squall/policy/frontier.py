@@ -77,12 +77,12 @@ class HostRecord:
         """Whether ``host`` counts as seeded here: the queue was seeded, or (``by_name``, byIP) that name was."""
         return host in self.seeded_hosts if by_name else self.seeded
 
-    def with_seed(self, host: str) -> "HostRecord":
+    def with_seed(self, host: str) -> HostRecord:
         """This record with ``host`` seeded (and the queue marked seeded)."""
         return replace(self, seeded=True, seeded_hosts=sorted({*self.seeded_hosts, host}))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HostRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> HostRecord:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -92,16 +92,23 @@ class HostRecord:
         Raises:
             ValueError: a stored back-off or crawl-delay state of the wrong shape.
         """
-        return PaceState(next_fetch_at_s=float(self.next_fetch_at_s), delay_s=float(self.delay_s),
-                         backoff=HostBackoff.from_dict(self.backoff) if self.backoff else None,
-                         crawl=CrawlDelayState.from_dict(self.crawl_delay) if self.crawl_delay else None)
+        return PaceState(
+            next_fetch_at_s=float(self.next_fetch_at_s),
+            delay_s=float(self.delay_s),
+            backoff=HostBackoff.from_dict(self.backoff) if self.backoff else None,
+            crawl=CrawlDelayState.from_dict(self.crawl_delay) if self.crawl_delay else None,
+        )
 
-    def with_pace(self, pace: PaceState) -> "HostRecord":
+    def with_pace(self, pace: PaceState) -> HostRecord:
         """This record with ``pace`` stored in it."""
-        return replace(self, next_fetch_at_s=pace.next_fetch_at_s, delay_s=pace.delay_s,
-                       blocked_until_s=pace.blocked_until_s,
-                       backoff=pace.backoff.to_dict() if pace.backoff is not None else None,
-                       crawl_delay=pace.crawl.to_dict() if pace.crawl is not None else None)
+        return replace(
+            self,
+            next_fetch_at_s=pace.next_fetch_at_s,
+            delay_s=pace.delay_s,
+            blocked_until_s=pace.blocked_until_s,
+            backoff=pace.backoff.to_dict() if pace.backoff is not None else None,
+            crawl_delay=pace.crawl.to_dict() if pace.crawl is not None else None,
+        )
 
     def live_in_flight(self, inflight_timeout_s: float, now_s: float) -> dict[str, float]:
         """The hand-outs not yet reported and not timed out (URL → hand-out time)."""
@@ -136,17 +143,17 @@ class HostRecord:
         held_until = live[places - 1] + inflight_timeout_s if len(live) >= places else 0.0
         return max(held_until, max(self.next_fetch_at_s, self.blocked_until_s) - lead_s)
 
-    def with_rejection(self, reason: Reason) -> "HostRecord":
+    def with_rejection(self, reason: Reason) -> HostRecord:
         """This record with one more rejection for ``reason`` (counted under its value)."""
         counts = dict(self.rejected)
         counts[reason.value] = counts.get(reason.value, 0) + 1
         return replace(self, rejected=counts)
 
-    def without_handouts(self, urls: list[str]) -> "HostRecord":
+    def without_handouts(self, urls: list[str]) -> HostRecord:
         """This record with the hand-outs of ``urls`` no longer in flight (handed out again: squall.policy.takeover)."""
         return replace(self, in_flight={u: t for u, t in self.in_flight.items() if u not in urls})
 
-    def with_handout(self, urls: list[str], now_s: float) -> "HostRecord":
+    def with_handout(self, urls: list[str], now_s: float) -> HostRecord:
         in_flight = dict(self.in_flight)
         in_flight.update({u: now_s for u in urls})
         return replace(self, in_flight=in_flight)
@@ -266,9 +273,13 @@ class DueIndex:
 
     def sizes(self) -> DueIndexSizes:
         """Live items and heap entries, stale ones included (see :class:`DueIndexSizes`). O(queues)."""
-        return DueIndexSizes(urls=len(self._entry_of), queues=self.hosts(),
-                             url_entries=sum(len(h) for q in self._queues.values() for h in q.heaps.values()),
-                             tickets=len(self._tickets), live_tickets=self._live_tickets)
+        return DueIndexSizes(
+            urls=len(self._entry_of),
+            queues=self.hosts(),
+            url_entries=sum(len(h) for q in self._queues.values() for h in q.heaps.values()),
+            tickets=len(self._tickets),
+            live_tickets=self._live_tickets,
+        )
 
     def push(self, key: str, url: str, due_s: float, priority: int = 0) -> None:
         """Index ``url`` of queue ``key`` as due at ``due_s`` (replaces an earlier entry)."""

@@ -23,9 +23,15 @@ from squall.policy.records import SignalMessage
 
 def ended_of(signal: SignalMessage) -> FetchEnded:
     """The pace event a signal reports (the fetcher built the signal from this same event)."""
-    return FetchEnded(fetch_id=signal.fetch_id, kind=signal.kind, at_s=signal.at_s, requested=signal.requested,
-                      crawl_delay_s=signal.crawl_delay_s, retry_until_s=signal.retry_until_s,
-                      forwarded_crawl_delay_s=signal.robots_crawl_delay_s)
+    return FetchEnded(
+        fetch_id=signal.fetch_id,
+        kind=signal.kind,
+        at_s=signal.at_s,
+        requested=signal.requested,
+        crawl_delay_s=signal.crawl_delay_s,
+        retry_until_s=signal.retry_until_s,
+        forwarded_crawl_delay_s=signal.robots_crawl_delay_s,
+    )
 
 
 def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, remembered: int) -> HostRecord:
@@ -46,5 +52,8 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
     in_flight = dict(host.in_flight)
     if signal.handed_out_at_s is None or in_flight.get(signal.url) == signal.handed_out_at_s:
         in_flight.pop(signal.url, None)  # a signal of an older hand-out never frees a newer one
-    return replace(host.with_pace(pace), in_flight=in_flight,
-                   seen_fetch_ids=(host.seen_fetch_ids + [signal.fetch_id])[-remembered:])
+    return replace(
+        host.with_pace(pace),
+        in_flight=in_flight,
+        seen_fetch_ids=(host.seen_fetch_ids + [signal.fetch_id])[-remembered:],
+    )

@@ -43,7 +43,7 @@ class BoundedMemo(Generic[K, V]):
             data = self._data
             data.pop(key, None)
             while len(data) >= self.max_entries:
-                del data[next(iter(data))]   # dicts keep insertion order: the oldest entry first
+                del data[next(iter(data))]  # dicts keep insertion order: the oldest entry first
             data[key] = value
 
     def clear(self) -> None:

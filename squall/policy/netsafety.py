@@ -58,7 +58,7 @@ class NetworkPolicy:
     pins: Mapping[tuple[str, int], str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "NetworkPolicy":
+    def from_settings(cls, settings: Settings) -> NetworkPolicy:
         """Build the policy from ``http.private.networks.allow`` and ``http.resolve``.
 
         Raises:
@@ -132,8 +132,15 @@ def _is_public(address: IPAddress) -> bool:
     ``is_global`` alone misses multicast (224.0.0.0/4 is "global") and has
     moved between Python patch releases, so the named ranges are checked too.
     """
-    if (not address.is_global or address.is_private or address.is_loopback or address.is_link_local
-            or address.is_multicast or address.is_reserved or address.is_unspecified):
+    if (
+        not address.is_global
+        or address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+    ):
         return False
     if isinstance(address, ipaddress.IPv4Address):
         return address not in _SHARED

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from squall.policy.backoff import parse_retry_after
 from squall.errors import InvalidURL
+from squall.policy.backoff import parse_retry_after
 from squall.policy.records import Reason, SignalKind, Status
 from squall.policy.urls import NormalizerConfig, canonicalize
 
@@ -56,11 +56,20 @@ class Outcome:
     redirect_to: str | None = None
     retry_after_s: float | None = None
     not_modified: bool = False
-    parse: bool = False          # the body should go to the parser
+    parse: bool = False  # the body should go to the parser
 
 
-def classify_http(status: int, *, url: str, location: str | None, retry_after: str | None, chain: list[str],
-                  now_s: float, max_redirects: int, normalizer: NormalizerConfig) -> Outcome:
+def classify_http(
+    status: int,
+    *,
+    url: str,
+    location: str | None,
+    retry_after: str | None,
+    chain: list[str],
+    now_s: float,
+    max_redirects: int,
+    normalizer: NormalizerConfig,
+) -> Outcome:
     """Classify an HTTP answer ``status`` for ``url`` (see the module table).
 
     ``location`` is the absolute redirect target (None if absent);
@@ -79,10 +88,12 @@ def classify_http(status: int, *, url: str, location: str | None, retry_after: s
     if status in RATE_LIMIT_STATUSES:
         until = parse_retry_after(retry_after, now_s)
         if until is not None and until > now_s:
-            return Outcome(Status.FETCH_ERROR, SignalKind.RETRY_AFTER, Reason.HTTP_RATE_LIMITED, status,
-                           retry_after_s=until)
-        return Outcome(Status.FETCH_ERROR, SignalKind.RATE_LIMITED, Reason.HTTP_RATE_LIMITED, status,
-                       retry_after_s=now_s)
+            return Outcome(
+                Status.FETCH_ERROR, SignalKind.RETRY_AFTER, Reason.HTTP_RATE_LIMITED, status, retry_after_s=until
+            )
+        return Outcome(
+            Status.FETCH_ERROR, SignalKind.RATE_LIMITED, Reason.HTTP_RATE_LIMITED, status, retry_after_s=now_s
+        )
     if status in (404, 410):
         return Outcome(Status.ERROR, SignalKind.SUCCESS, Reason.HTTP_NOT_FOUND, status)
     if 400 <= status < 500:
@@ -103,8 +114,9 @@ def classify_failure(reason: Reason) -> Outcome:
     return Outcome(Status.FETCH_ERROR, SignalKind.OTHER, reason)
 
 
-def _redirect(status: int, url: str, location: str | None, chain: list[str], max_redirects: int,
-              normalizer: NormalizerConfig) -> Outcome:
+def _redirect(
+    status: int, url: str, location: str | None, chain: list[str], max_redirects: int, normalizer: NormalizerConfig
+) -> Outcome:
     if not location:
         return Outcome(Status.ERROR, SignalKind.SUCCESS, Reason.FETCH_PROTOCOL, status)
     try:

@@ -47,8 +47,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
-from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
-from squall.policy.crawl_delay import observe_crawl_delay
+from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState, observe_crawl_delay
 from squall.policy.records import SignalKind
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ class PaceConfig:
     crawl: CrawlDelayConfig
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "PaceConfig":
+    def from_settings(cls, settings: Settings) -> PaceConfig:
         """Build from loaded settings (checked by :mod:`squall.settings.rules`)."""
         one_thread = settings.fetcher_threads_per_queue == 1
         return cls(
@@ -211,8 +210,7 @@ def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) 
         backoff = on_rate_limited(backoff, ended.at_s, config.backoff, rng)
     crawl = state.crawl
     if ended.forwarded_crawl_delay_s is not None:
-        crawl = observe_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl,
-                                           ended.fetch_id)
+        crawl = observe_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl, ended.fetch_id)
     new = replace(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
     if not ended.requested:
         return new
@@ -246,5 +244,6 @@ def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBac
     """A Retry-After block until ``until_s`` (later blocks win); the back-off exponent is kept."""
     current = backoff or HostBackoff()
     since_s = current.backing_off_since_s if current.backing_off_since_s is not None else now_s
-    return HostBackoff(attempts=current.attempts, blocked_until_s=max(current.blocked_until_s, until_s),
-                       backing_off_since_s=since_s)
+    return HostBackoff(
+        attempts=current.attempts, blocked_until_s=max(current.blocked_until_s, until_s), backing_off_since_s=since_s
+    )

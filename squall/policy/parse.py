@@ -22,15 +22,15 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["ParseResult", "parse_html", "is_parseable", "robots_directives"]
+__all__ = ["ParseResult", "is_parseable", "parse_html", "robots_directives"]
 
 # Schemes an outlink may resolve to; javascript:, mailto:, tel:, data:, ftp: ... are dropped.
 _LINK_SCHEMES = frozenset({"http", "https"})
@@ -41,11 +41,28 @@ _URL_STRIP_EDGES = "".join(chr(c) for c in range(0x21))
 _WS = re.compile(r"\s+")
 # Directive names of the robots meta tag / X-Robots-Tag (Google's list), used to
 # tell "googlebot: noindex" (agent prefix) from "unavailable_after: <date>".
-_KNOWN_DIRECTIVES = frozenset({
-    "all", "noindex", "nofollow", "none", "noarchive", "nocache", "nosnippet", "notranslate",
-    "noimageindex", "unavailable_after", "max-snippet", "max-image-preview", "max-video-preview",
-    "indexifembedded", "noodp", "noydir", "index", "follow",
-})
+_KNOWN_DIRECTIVES = frozenset(
+    {
+        "all",
+        "noindex",
+        "nofollow",
+        "none",
+        "noarchive",
+        "nocache",
+        "nosnippet",
+        "notranslate",
+        "noimageindex",
+        "unavailable_after",
+        "max-snippet",
+        "max-image-preview",
+        "max-video-preview",
+        "indexifembedded",
+        "noodp",
+        "noydir",
+        "index",
+        "follow",
+    }
+)
 # Elements whose text is not visible page text.
 _INVISIBLE = ("script", "style", "noscript", "template")
 
@@ -195,8 +212,9 @@ def parse_html(
     outlinks = tuple(_resolve_all(base, links))
     if canonical is not None:
         canonical = _resolve(base, canonical)
-    return _result(directives, charset=charset, outlinks=outlinks, canonical=canonical,
-                   title=title, text_length=_text_length(tree))
+    return _result(
+        directives, charset=charset, outlinks=outlinks, canonical=canonical, title=title, text_length=_text_length(tree)
+    )
 
 
 def _resolve_all(base: str, hrefs: Iterable[str]) -> list[str]:
@@ -206,7 +224,7 @@ def _resolve_all(base: str, hrefs: Iterable[str]) -> list[str]:
     origin = _origin(base)
     for href in hrefs:
         if origin is not None and href[:1] == "/" and href[1:2] != "/" and href == href.strip(_URL_STRIP_EDGES):
-            resolved = _resolve_rooted(origin, href)   # the same navigation links on every page of a host
+            resolved = _resolve_rooted(origin, href)  # the same navigation links on every page of a host
         else:
             resolved = _resolve(base, href)
         if resolved is not None and resolved not in seen:

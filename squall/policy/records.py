@@ -36,16 +36,16 @@ class Status(str, Enum):
 class ReasonCategory(str, Enum):
     """The family of a :class:`Reason`: what kind of cause it names (``Reason.category``)."""
 
-    INPUT = "input"                  # a message that could not be decoded
-    URL = "url"                      # a URL that cannot be crawled: refused before any request
-    SCOPE = "scope"                  # outside the crawl's scope (seed 002): a policy rejection
-    TRAP = "trap"                    # a crawler-trap guard (seed 002): a policy rejection
-    ROBOTS = "robots"                # robots.txt and Crawl-delay (RFC 9309, seed 000)
-    REDIRECT = "redirect"            # a redirect that is not followed
-    HTTP = "http"                    # the host answered with an HTTP error
-    TRANSPORT = "transport"          # no usable answer: timeout, DNS, connection, protocol, SSRF guard
+    INPUT = "input"  # a message that could not be decoded
+    URL = "url"  # a URL that cannot be crawled: refused before any request
+    SCOPE = "scope"  # outside the crawl's scope (seed 002): a policy rejection
+    TRAP = "trap"  # a crawler-trap guard (seed 002): a policy rejection
+    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, seed 000)
+    REDIRECT = "redirect"  # a redirect that is not followed
+    HTTP = "http"  # the host answered with an HTTP error
+    TRANSPORT = "transport"  # no usable answer: timeout, DNS, connection, protocol, SSRF guard
     NOT_ATTEMPTED = "not_attempted"  # handed back to the frontier without a request
-    SITEMAP = "sitemap"              # a sitemap, or one of its entries, that is not used
+    SITEMAP = "sitemap"  # a sitemap, or one of its entries, that is not used
 
 
 class Reason(StrEnum):
@@ -245,7 +245,7 @@ class StatusMessage:
         return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "StatusMessage":
+    def from_bytes(cls, raw: bytes) -> StatusMessage:
         """Decode one status message.
 
         Raises:
@@ -264,10 +264,21 @@ class StatusMessage:
             raise MessageError(f"unknown status {obj.get('status')!r}") from None
         metadata = _metadata(obj.get("metadata", {}))
         kwargs: dict[str, Any] = {}
-        for name, typ in (("depth", int), ("http_status", int), ("redirect_to", str),
-                          ("fetched_at_s", (int, float)), ("seed", bool), ("retry_after_s", (int, float)),
-                          ("etag", str), ("last_modified", str), ("priority", int), ("not_modified", bool),
-                          ("truncated", bool), ("chain", list), ("moved", dict)):
+        for name, typ in (
+            ("depth", int),
+            ("http_status", int),
+            ("redirect_to", str),
+            ("fetched_at_s", (int, float)),
+            ("seed", bool),
+            ("retry_after_s", (int, float)),
+            ("etag", str),
+            ("last_modified", str),
+            ("priority", int),
+            ("not_modified", bool),
+            ("truncated", bool),
+            ("chain", list),
+            ("moved", dict),
+        ):
             if name in obj and obj[name] is not None:
                 value = obj[name]
                 if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
@@ -279,10 +290,14 @@ class StatusMessage:
                 kwargs[name] = value
         if obj.get("reason") is not None:
             kwargs["reason"] = Reason.parse(obj["reason"])
-        if status is Status.DISCOVERED and kwargs.get("fetched_at_s") is not None and not (
-                kwargs.get("reason") is not None and kwargs["reason"].not_attempted):
-            raise MessageError("a DISCOVERED result (with fetched_at_s) needs a 'not attempted' reason, "
-                               f"got {obj.get('reason')!r}")
+        if (
+            status is Status.DISCOVERED
+            and kwargs.get("fetched_at_s") is not None
+            and not (kwargs.get("reason") is not None and kwargs["reason"].not_attempted)
+        ):
+            raise MessageError(
+                f"a DISCOVERED result (with fetched_at_s) needs a 'not attempted' reason, got {obj.get('reason')!r}"
+            )
         more = obj.get("more_urls")
         if more:
             if not isinstance(more, list) or not all(isinstance(u, str) and u for u in more):
@@ -293,10 +308,15 @@ class StatusMessage:
         rejected = obj.get("rejected")
         if rejected:
             if not isinstance(rejected, dict) or not all(
-                    isinstance(key, str) and key and isinstance(counts, dict) and all(
-                        r in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
-                        for r, n in counts.items())
-                    for key, counts in rejected.items()):
+                isinstance(key, str)
+                and key
+                and isinstance(counts, dict)
+                and all(
+                    r in _REASONS and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                    for r, n in counts.items()
+                )
+                for key, counts in rejected.items()
+            ):
                 raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
             kwargs["rejected"] = {key: {Reason.of(r): n for r, n in counts.items()} for key, counts in rejected.items()}
         return cls(url=url, status=status, metadata=metadata, **kwargs)
@@ -333,13 +353,20 @@ class FetchMessage:
         return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "FetchMessage":
+    def from_bytes(cls, raw: bytes) -> FetchMessage:
         obj = _decode_object(raw)
         try:
-            msg = cls(url=str(obj["url"]), key=str(obj["key"]), depth=int(obj.get("depth", 0)),
-                       metadata=_metadata(obj.get("metadata", {})), attempt=int(obj.get("attempt", 0)),
-                       handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)), etag=obj.get("etag"),
-                       last_modified=obj.get("last_modified"), chain=_str_list(obj.get("chain", []), "chain"))
+            msg = cls(
+                url=str(obj["url"]),
+                key=str(obj["key"]),
+                depth=int(obj.get("depth", 0)),
+                metadata=_metadata(obj.get("metadata", {})),
+                attempt=int(obj.get("attempt", 0)),
+                handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)),
+                etag=obj.get("etag"),
+                last_modified=obj.get("last_modified"),
+                chain=_str_list(obj.get("chain", []), "chain"),
+            )
             # a non-finite time (NaN, inf) would poison the due index and the pace model
             _finite(msg.handed_out_at_s, "handed_out_at_s")
             return msg
@@ -350,10 +377,10 @@ class FetchMessage:
 class SignalKind(str, Enum):
     """What one fetch told about its host's pace (seed 000, StormCrawler #1973/#1984, seed 002)."""
 
-    SUCCESS = "success"            # answered without a rate limit: back-off resets
-    RETRY_AFTER = "retry_after"    # 429/503 with a valid Retry-After: host blocked until retry_until_s
+    SUCCESS = "success"  # answered without a rate limit: back-off resets
+    RETRY_AFTER = "retry_after"  # 429/503 with a valid Retry-After: host blocked until retry_until_s
     RATE_LIMITED = "rate_limited"  # 429/503 without it: exponential back-off with jitter
-    OTHER = "other"                # any other outcome (error, or no request made): pace only
+    OTHER = "other"  # any other outcome (error, or no request made): pace only
 
 
 @dataclass(frozen=True)
@@ -391,9 +418,10 @@ class SignalMessage:
         return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "SignalMessage":
+    def from_bytes(cls, raw: bytes) -> SignalMessage:
         obj = _decode_object(raw)
         try:
+
             def opt(name: str, kind: type) -> Any:
                 value = obj.get(name)
                 return None if value is None else kind(value)
@@ -401,12 +429,19 @@ class SignalMessage:
             requested = obj.get("requested", True)
             if not isinstance(requested, bool):
                 raise TypeError(f"requested must be a boolean, got {requested!r}")
-            msg = cls(key=str(obj["key"]), url=str(obj["url"]), fetch_id=str(obj["fetch_id"]),
-                      kind=SignalKind(obj["kind"]), at_s=float(obj["at_s"]), requested=requested,
-                      delay_s=float(obj.get("delay_s", 0.0)), crawl_delay_s=opt("crawl_delay_s", float),
-                      retry_until_s=opt("retry_until_s", float),
-                      robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
-                      handed_out_at_s=opt("handed_out_at_s", float))
+            msg = cls(
+                key=str(obj["key"]),
+                url=str(obj["url"]),
+                fetch_id=str(obj["fetch_id"]),
+                kind=SignalKind(obj["kind"]),
+                at_s=float(obj["at_s"]),
+                requested=requested,
+                delay_s=float(obj.get("delay_s", 0.0)),
+                crawl_delay_s=opt("crawl_delay_s", float),
+                retry_until_s=opt("retry_until_s", float),
+                robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
+                handed_out_at_s=opt("handed_out_at_s", float),
+            )
             for name in ("at_s", "delay_s", "crawl_delay_s", "retry_until_s", "handed_out_at_s"):
                 _finite(getattr(msg, name), name)
             return msg

@@ -50,61 +50,96 @@ from squall.policy.partition import is_ip_literal, partition_key
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-__all__ = ["RenderConfig", "Refusal", "RenderFailure", "ShellSignals", "SubRequest", "RenderTally",
-           "RenderOutcome", "RobotsAnswer", "SubresourceCache", "shell_signals", "should_render", "judge_request",
-           "cacheable",
-           "RENDER_KEY", "REFUSED_KEY", "REQUESTS_KEY"]
+__all__ = [
+    "REFUSED_KEY",
+    "RENDER_KEY",
+    "REQUESTS_KEY",
+    "Refusal",
+    "RenderConfig",
+    "RenderFailure",
+    "RenderOutcome",
+    "RenderTally",
+    "RobotsAnswer",
+    "ShellSignals",
+    "SubRequest",
+    "SubresourceCache",
+    "cacheable",
+    "judge_request",
+    "shell_signals",
+    "should_render",
+]
 
 # Metadata keys recorded on a rendered page (parse.* is persisted by default: metadata.persist).
-RENDER_KEY = "parse.render"            # ["rendered"] or ["failed", <RenderFailure value>]
-REFUSED_KEY = "parse.render.refused"   # ["<Refusal value>=<count>", ...]
+RENDER_KEY = "parse.render"  # ["rendered"] or ["failed", <RenderFailure value>]
+REFUSED_KEY = "parse.render.refused"  # ["<Refusal value>=<count>", ...]
 REQUESTS_KEY = "parse.render.requests"  # [<browser requests that were sent>]
 
 _METHODS = frozenset({"GET", "HEAD"})
 _SCHEMES = frozenset({"http", "https"})
 # Resource types Playwright reports (Request.resource_type); the skip list must name some of these.
-RESOURCE_TYPES = frozenset({"document", "stylesheet", "image", "media", "font", "script", "texttrack", "xhr",
-                            "fetch", "eventsource", "websocket", "manifest", "other"})
+RESOURCE_TYPES = frozenset(
+    {
+        "document",
+        "stylesheet",
+        "image",
+        "media",
+        "font",
+        "script",
+        "texttrack",
+        "xhr",
+        "fetch",
+        "eventsource",
+        "websocket",
+        "manifest",
+        "other",
+    }
+)
 # Framework signatures of a client-rendered shell (seed 002: "<div id="root"></div>, __NEXT_DATA__, etc.").
-_EMPTY_MOUNT = re.compile(rb"""<(?:div|main|section|app-root)\b[^>]*\bid\s*=\s*["']?(root|app|__next|__nuxt|q-app|svelte)\b["']?[^>]*>\s*</""",
-                          re.IGNORECASE)
-_SIGNATURES = ((re.compile(rb"__NEXT_DATA__"), "next"), (re.compile(rb"window\.__NUXT__"), "nuxt"),
-               (re.compile(rb"<app-root\b", re.IGNORECASE), "angular"), (re.compile(rb"\bng-version\s*=", re.IGNORECASE), "angular"))
+_EMPTY_MOUNT = re.compile(
+    rb"""<(?:div|main|section|app-root)\b[^>]*\bid\s*=\s*["']?(root|app|__next|__nuxt|q-app|svelte)\b["']?[^>]*>\s*</""",
+    re.IGNORECASE,
+)
+_SIGNATURES = (
+    (re.compile(rb"__NEXT_DATA__"), "next"),
+    (re.compile(rb"window\.__NUXT__"), "nuxt"),
+    (re.compile(rb"<app-root\b", re.IGNORECASE), "angular"),
+    (re.compile(rb"\bng-version\s*=", re.IGNORECASE), "angular"),
+)
 _SCRIPT = re.compile(rb"<script\b", re.IGNORECASE)
 
 
 class Refusal(str, Enum):
     """Why a browser request was not sent (counted per page in ``parse.render.refused``)."""
 
-    METHOD = "method"                    # not GET/HEAD (a script's POST): squall only reads
-    SCHEME = "scheme"                    # not http(s): data:, blob: are local; others are refused
-    RESOURCE_TYPE = "resource_type"      # render.resources.skip (images, media, fonts by default)
-    NAVIGATION = "navigation"            # the page's script navigates the main frame elsewhere
-    OTHER_SITE = "other_site"            # not the page's own site nor render.requests.hosts.allow
+    METHOD = "method"  # not GET/HEAD (a script's POST): squall only reads
+    SCHEME = "scheme"  # not http(s): data:, blob: are local; others are refused
+    RESOURCE_TYPE = "resource_type"  # render.resources.skip (images, media, fonts by default)
+    NAVIGATION = "navigation"  # the page's script navigates the main frame elsewhere
+    OTHER_SITE = "other_site"  # not the page's own site nor render.requests.hosts.allow
     BLOCKED_ADDRESS = "blocked_address"  # the SSRF guard (squall.policy.netsafety), before any packet
-    ROBOTS_DENIED = "robots.denied"      # robots.txt of the request's origin disallows it (only that)
+    ROBOTS_DENIED = "robots.denied"  # robots.txt of the request's origin disallows it (only that)
     ROBOTS_UNAVAILABLE = "robots.unavailable"  # robots.txt of the origin unreachable: complete disallow (§2.3.1.4)
-    ROBOTS_UNKNOWN = "robots.unknown"    # robots.txt of the origin not known (fresh) to squall
-    BUDGET = "budget"                    # render.max.requests already sent: the render ends
-    WEBSOCKET = "websocket"              # WebSockets are never connected
-    FAILED = "failed"                    # allowed, but the fetch failed (timeout, connection, ...)
+    ROBOTS_UNKNOWN = "robots.unknown"  # robots.txt of the origin not known (fresh) to squall
+    BUDGET = "budget"  # render.max.requests already sent: the render ends
+    WEBSOCKET = "websocket"  # WebSockets are never connected
+    FAILED = "failed"  # allowed, but the fetch failed (timeout, connection, ...)
 
 
 class RenderFailure(str, Enum):
     """Why a render ended without a DOM: the page keeps its raw HTML's links (issue 12)."""
 
-    TIMEOUT = "render.timeout"          # render.timeout passed before the page settled
-    CRASH = "render.crash"              # the browser or the page crashed; the pool restarts it
-    BUDGET = "render.budget"            # the page asked for more than render.max.requests
+    TIMEOUT = "render.timeout"  # render.timeout passed before the page settled
+    CRASH = "render.crash"  # the browser or the page crashed; the pool restarts it
+    BUDGET = "render.budget"  # the page asked for more than render.max.requests
     UNAVAILABLE = "render.unavailable"  # the browser could not be started
-    ERROR = "render.error"              # any other browser error
+    ERROR = "render.error"  # any other browser error
 
 
 class RobotsAnswer(str, Enum):
     """What squall's robots cache says about one URL."""
 
     ALLOWED = "allowed"
-    DENIED = "denied"            # the rules disallow the URL
+    DENIED = "denied"  # the rules disallow the URL
     UNAVAILABLE = "unavailable"  # robots.txt unreachable: nothing of the origin may be fetched (RFC 9309 §2.3.1.4)
     UNKNOWN = "unknown"
 
@@ -136,18 +171,24 @@ class RenderConfig:
     cache_ttl_s: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RenderConfig":
+    def from_settings(cls, settings: Settings) -> RenderConfig:
         """Copy the ``render.*`` keys (checked by :mod:`squall.settings.rules`)."""
-        return cls(enabled=settings.render_enabled,
-                   hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_hosts_allow),
-                   detect_shell=settings.render_detect_shell, shell_max_links=settings.render_shell_max_links,
-                   shell_max_text=settings.render_shell_max_text, timeout_s=settings.render_timeout,
-                   idle_s=settings.render_idle_secs, max_requests=settings.render_max_requests,
-                   pool_size=settings.render_pool_size,
-                   skip_types=frozenset(t.lower() for t in settings.render_resources_skip),
-                   request_hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_requests_hosts_allow),
-                   browser_path=settings.render_browser_path, cache_bytes=settings.render_cache_size,
-                   cache_ttl_s=settings.render_cache_ttl_secs)
+        return cls(
+            enabled=settings.render_enabled,
+            hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_hosts_allow),
+            detect_shell=settings.render_detect_shell,
+            shell_max_links=settings.render_shell_max_links,
+            shell_max_text=settings.render_shell_max_text,
+            timeout_s=settings.render_timeout,
+            idle_s=settings.render_idle_secs,
+            max_requests=settings.render_max_requests,
+            pool_size=settings.render_pool_size,
+            skip_types=frozenset(t.lower() for t in settings.render_resources_skip),
+            request_hosts_allow=frozenset(h.lower().rstrip(".") for h in settings.render_requests_hosts_allow),
+            browser_path=settings.render_browser_path,
+            cache_bytes=settings.render_cache_size,
+            cache_ttl_s=settings.render_cache_ttl_secs,
+        )
 
 
 @dataclass(frozen=True)
@@ -175,8 +216,13 @@ def shell_signals(body: bytes, parsed: ParseResult) -> ShellSignals:
         signature = "mount:" + mount.group(1).decode("ascii", "replace").lower()
     else:
         signature = next((name for pattern, name in _SIGNATURES if pattern.search(body)), None)
-    return ShellSignals(links=len(parsed.outlinks), text_length=parsed.text_length,
-                        scripts=len(_SCRIPT.findall(body)), signature=signature, nofollow=parsed.nofollow)
+    return ShellSignals(
+        links=len(parsed.outlinks),
+        text_length=parsed.text_length,
+        scripts=len(_SCRIPT.findall(body)),
+        signature=signature,
+        nofollow=parsed.nofollow,
+    )
 
 
 @dataclass(frozen=True)
@@ -221,8 +267,16 @@ class SubRequest:
     main_frame_navigation: bool = False
 
 
-def judge_request(request: SubRequest, *, page_url: str, config: RenderConfig, mode: str,
-                  network: NetworkPolicy, robots: Callable[[str], RobotsAnswer], sent: int) -> Refusal | None:
+def judge_request(
+    request: SubRequest,
+    *,
+    page_url: str,
+    config: RenderConfig,
+    mode: str,
+    network: NetworkPolicy,
+    robots: Callable[[str], RobotsAnswer],
+    sent: int,
+) -> Refusal | None:
     """None when ``request`` may be sent, else the first :class:`Refusal` (order: module docstring).
 
     ``mode``: ``partition.url.mode`` (the page's site is its partition key).
@@ -357,5 +411,8 @@ class RenderOutcome:
     def metadata(self) -> dict[str, list[str]]:
         """The ``parse.render*`` metadata of the page (see the key constants)."""
         status = ["rendered"] if self.failure is None else ["failed", self.failure.value]
-        return {RENDER_KEY: status, REQUESTS_KEY: [str(self.sent)],
-                REFUSED_KEY: [f"{reason}={n}" for reason, n in sorted(self.refused.items())]}
+        return {
+            RENDER_KEY: status,
+            REQUESTS_KEY: [str(self.sent)],
+            REFUSED_KEY: [f"{reason}={n}" for reason, n in sorted(self.refused.items())],
+        }

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 class RobotsKind(str, Enum):
     """What a robots decision is (``RobotsRules.kind``, ``RobotsEntry.kind``; the robots table holds the value)."""
 
-    RULES = "rules"                # a parsed robots.txt text
-    ALLOW_ALL = "allow_all"        # everything allowed (no robots.txt, 4xx: RFC 9309 §2.3.1.3)
+    RULES = "rules"  # a parsed robots.txt text
+    ALLOW_ALL = "allow_all"  # everything allowed (no robots.txt, 4xx: RFC 9309 §2.3.1.3)
     DISALLOW_ALL = "disallow_all"  # everything disallowed (unreachable §2.3.1.4, or 401/403 when so configured)
 
 
@@ -49,8 +49,9 @@ _SITE_WIDE_LINE = re.compile(r"(?:sitemaps?|site-map|host)\s*(?::|\s)", re.IGNOR
 _RULE_LINE = re.compile(r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw)\s*(?::|\s)", re.IGNORECASE)
 _DIRECTIVE_WORD = re.compile(
     r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw|crawl-delay|crawl delay|"
-    r"request-rate|request rate|visit-time|visit time)\s", re.IGNORECASE)
-
+    r"request-rate|request rate|visit-time|visit time)\s",
+    re.IGNORECASE,
+)
 
 
 def product_token(agent_name: str) -> str:
@@ -88,7 +89,7 @@ class RobotsConfig:
     max_crawl_delay_force: bool
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RobotsConfig":
+    def from_settings(cls, settings: Settings) -> RobotsConfig:
         """Copy the robots keys of ``settings`` (checked by :mod:`squall.settings.rules`).
 
         ``http.robots.agents`` empty → the product token of ``http.agent.name``;
@@ -174,10 +175,16 @@ class RobotsRules:
     ``*`` and ``$``, percent-encoding) is Protego's (RFC 9309 §2.2.2–2.2.3).
     """
 
-    __slots__ = ("kind", "text", "matched_agent", "_parser", "_crawl_delay_s")
+    __slots__ = ("_crawl_delay_s", "_parser", "kind", "matched_agent", "text")
 
-    def __init__(self, kind: RobotsKind, text: str | None = None, matched_agent: str | None = None,
-                 parser: Protego | None = None, crawl_delay_s: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: RobotsKind,
+        text: str | None = None,
+        matched_agent: str | None = None,
+        parser: Protego | None = None,
+        crawl_delay_s: float | None = None,
+    ) -> None:
         if not isinstance(kind, RobotsKind):
             raise ValueError(f"unknown robots rules kind {kind!r}")
         self.kind = kind
@@ -187,17 +194,17 @@ class RobotsRules:
         self._crawl_delay_s = crawl_delay_s
 
     @classmethod
-    def allow_all(cls) -> "RobotsRules":
+    def allow_all(cls) -> RobotsRules:
         """Rules that allow every URL, no Crawl-delay (RFC 9309 §2.3.1.3: robots.txt unavailable)."""
         return cls(RobotsKind.ALLOW_ALL)
 
     @classmethod
-    def disallow_all(cls) -> "RobotsRules":
+    def disallow_all(cls) -> RobotsRules:
         """Rules that disallow every URL (RFC 9309 §2.3.1.4: robots.txt unreachable)."""
         return cls(RobotsKind.DISALLOW_ALL)
 
     @classmethod
-    def from_text(cls, text: str, agents: Sequence[str]) -> "RobotsRules":
+    def from_text(cls, text: str, agents: Sequence[str]) -> RobotsRules:
         """Build rules from decoded robots.txt text for ``agents`` (product tokens, first match wins).
 
         Never raises on garbage: unknown lines are ignored (RFC 9309 §2.2).
@@ -242,9 +249,9 @@ def decode_robots(body: bytes, content_limit: int) -> str:
     if 0 <= content_limit < len(body):
         body = body[:content_limit]
         cut = max(body.rfind(b"\n"), body.rfind(b"\r"))
-        body = body[:cut + 1] if cut >= 0 else b""
+        body = body[: cut + 1] if cut >= 0 else b""
     if body.startswith(_UTF8_BOM):
-        body = body[len(_UTF8_BOM):]
+        body = body[len(_UTF8_BOM) :]
     return body.decode("utf-8", errors="replace")
 
 

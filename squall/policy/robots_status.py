@@ -36,6 +36,7 @@ _ALLOW_ALL_TEXT = ""
 _DISALLOW_ALL_TEXT = "User-agent: *\nDisallow: /\n"
 _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
 
+
 @dataclass(frozen=True)
 class RobotsFetchOutcome:
     """What the fetcher got for ``/robots.txt`` after following redirects.
@@ -149,7 +150,7 @@ class RobotsEntry:
         return d
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> "RobotsEntry":
+    def from_dict(cls, obj: Mapping[str, Any]) -> RobotsEntry:
         """Rebuild an entry from :meth:`to_dict` output.
 
         Raises:
@@ -205,7 +206,7 @@ def _http_date_s(value: str | None) -> float | None:
     if parsed is None:
         return None
     if parsed.tzinfo is None:  # HTTP-dates are GMT
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
     return parsed.timestamp()
 
 
@@ -253,11 +254,12 @@ def conditional_headers(previous: RobotsEntry | None) -> dict[str, str]:
 def _retry_delay_s(failures: int, config: RobotsConfig) -> float:
     """Back-off after ``failures`` consecutive failures: base, doubling, capped at the max (seconds)."""
     exponent = min(failures - 1, 62)  # 2**62 × base is past any cap; avoids float overflow
-    return min(config.retry_base_s * (2.0 ** exponent), config.retry_max_s)
+    return min(config.retry_base_s * (2.0**exponent), config.retry_max_s)
 
 
-def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: float,
-           config: RobotsConfig) -> RobotsEntry:
+def decide(
+    outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: float, config: RobotsConfig
+) -> RobotsEntry:
     """Turn a robots.txt fetch outcome into the origin's new :class:`RobotsEntry`.
 
     ``previous`` is the stored entry (None if none); ``now_s`` Unix seconds.
@@ -290,26 +292,43 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
         if status == 304 and previous is not None and previous.has_validators and previous.last_good_text is not None:
             # Not modified: the copy the validators name is still the robots.txt; its lifetime restarts.
             text = previous.last_good_text
-            return RobotsEntry(kind=RobotsKind.RULES, robots_text=text, fetched_at_s=now_s, expires_at_s=expires_at_s,
-                               last_good_text=text, last_good_at_s=now_s, http_status=status,
-                               truncated=previous.truncated,
-                               etag=_header(outcome.headers, "etag") or previous.etag,
-                               last_modified=_header(outcome.headers, "last-modified") or previous.last_modified)
+            return RobotsEntry(
+                kind=RobotsKind.RULES,
+                robots_text=text,
+                fetched_at_s=now_s,
+                expires_at_s=expires_at_s,
+                last_good_text=text,
+                last_good_at_s=now_s,
+                http_status=status,
+                truncated=previous.truncated,
+                etag=_header(outcome.headers, "etag") or previous.etag,
+                last_modified=_header(outcome.headers, "last-modified") or previous.last_modified,
+            )
         truncated = False
         if 200 <= status < 300:
             text = decode_robots(outcome.body, config.content_limit)
             kind, robots_text, good = RobotsKind.RULES, text, text
             truncated = outcome.truncated or is_truncated(outcome.body, config.content_limit)
-            if outcome.redirects == 0:   # validators of a redirect target do not name this URL's copy
-                validators = {"etag": _header(outcome.headers, "etag"),
-                              "last_modified": _header(outcome.headers, "last-modified")}
+            if outcome.redirects == 0:  # validators of a redirect target do not name this URL's copy
+                validators = {
+                    "etag": _header(outcome.headers, "etag"),
+                    "last_modified": _header(outcome.headers, "last-modified"),
+                }
         elif status in (401, 403) and not config.allow_on_403:
             kind, robots_text, good = RobotsKind.DISALLOW_ALL, None, _DISALLOW_ALL_TEXT
         else:  # 3xx after the redirects the fetcher follows (or a 304 with nothing cached), and 4xx
             kind, robots_text, good = RobotsKind.ALLOW_ALL, None, _ALLOW_ALL_TEXT
-        return RobotsEntry(kind=kind, robots_text=robots_text, fetched_at_s=now_s, expires_at_s=expires_at_s,
-                           last_good_text=good, last_good_at_s=now_s, http_status=status, truncated=truncated,
-                           **validators)
+        return RobotsEntry(
+            kind=kind,
+            robots_text=robots_text,
+            fetched_at_s=now_s,
+            expires_at_s=expires_at_s,
+            last_good_text=good,
+            last_good_at_s=now_s,
+            http_status=status,
+            truncated=truncated,
+            **validators,
+        )
 
     # Unreachable (RFC 9309 §2.3.1.4).
     failing = previous is not None and previous.unreachable_since_s is not None
@@ -319,24 +338,41 @@ def decide(outcome: RobotsFetchOutcome, previous: RobotsEntry | None, now_s: flo
     retry_at_s = now_s + _retry_delay_s(failures, config)
     last_good_text = previous.last_good_text if previous is not None else None
     last_good_at_s = previous.last_good_at_s if previous is not None else None
-    common: dict[str, Any] = dict(fetched_at_s=now_s, unreachable_since_s=since, failures=failures, retry_at_s=retry_at_s,
-                  last_good_text=last_good_text, last_good_at_s=last_good_at_s, http_status=status,
-                  truncated=previous.truncated if previous is not None else False,
-                  etag=previous.etag if previous is not None else None,
-                  last_modified=previous.last_modified if previous is not None else None)
+    common: dict[str, Any] = dict(
+        fetched_at_s=now_s,
+        unreachable_since_s=since,
+        failures=failures,
+        retry_at_s=retry_at_s,
+        last_good_text=last_good_text,
+        last_good_at_s=last_good_at_s,
+        http_status=status,
+        truncated=previous.truncated if previous is not None else False,
+        etag=previous.etag if previous is not None else None,
+        last_modified=previous.last_modified if previous is not None else None,
+    )
 
     if previous is not None and previous.kind is not RobotsKind.DISALLOW_ALL and previous.is_fresh(now_s):
         # A cached answer is still within its lifetime: keep it (RFC 9309 §2.4), retry in the background.
-        return RobotsEntry(kind=previous.kind, robots_text=previous.robots_text,
-                           expires_at_s=previous.expires_at_s, permissive_fallback=previous.permissive_fallback,
-                           **common)
+        return RobotsEntry(
+            kind=previous.kind,
+            robots_text=previous.robots_text,
+            expires_at_s=previous.expires_at_s,
+            permissive_fallback=previous.permissive_fallback,
+            **common,
+        )
     if config.allow_on_5xx:
         # Seed 002's permissive choice: never stall the crawl; the caller logs it.
         if last_good_text is not None:
-            return RobotsEntry(kind=RobotsKind.RULES, robots_text=last_good_text, expires_at_s=retry_at_s,
-                               permissive_fallback=True, **common)
-        return RobotsEntry(kind=RobotsKind.ALLOW_ALL, robots_text=None, expires_at_s=retry_at_s,
-                           permissive_fallback=True, **common)
+            return RobotsEntry(
+                kind=RobotsKind.RULES,
+                robots_text=last_good_text,
+                expires_at_s=retry_at_s,
+                permissive_fallback=True,
+                **common,
+            )
+        return RobotsEntry(
+            kind=RobotsKind.ALLOW_ALL, robots_text=None, expires_at_s=retry_at_s, permissive_fallback=True, **common
+        )
     if last_good_text is not None and now_s - since > config.unreachable_grace_s:
         # Unreachable for longer than the grace (30 days): the cached copy may be used (RFC 9309 §2.3.1.4).
         return RobotsEntry(kind=RobotsKind.RULES, robots_text=last_good_text, expires_at_s=retry_at_s, **common)

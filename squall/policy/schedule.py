@@ -101,22 +101,27 @@ DISCOVERED_PRIORITY = 0
 class ScheduleConfig:
     """Revisit and retry rules; intervals in SECONDS (converted from StormCrawler's minutes)."""
 
-    default_interval_s: float | None      # fetchInterval.default; None = never revisit
+    default_interval_s: float | None  # fetchInterval.default; None = never revisit
     fetch_error_interval_s: float | None  # fetchInterval.fetch.error; None = never retry
-    error_interval_s: float | None        # fetchInterval.error; None = never
-    max_fetch_errors: int                 # max.fetch.errors
-    max_rate_limits: int | None           # max.rate.limits; None = never give up
-    changefreq_revisit: bool              # sitemap.changefreq.revisit
+    error_interval_s: float | None  # fetchInterval.error; None = never
+    max_fetch_errors: int  # max.fetch.errors
+    max_rate_limits: int | None  # max.rate.limits; None = never give up
+    changefreq_revisit: bool  # sitemap.changefreq.revisit
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ScheduleConfig":
+    def from_settings(cls, settings: Settings) -> ScheduleConfig:
         def minutes(value: float) -> float | None:
             return None if value < 0 else value * 60.0
 
         limit = settings.max_rate_limits
-        return cls(minutes(settings.fetch_interval_default), minutes(settings.fetch_interval_fetch_error),
-                   minutes(settings.fetch_interval_error), settings.max_fetch_errors,
-                   None if limit < 0 else limit, settings.sitemap_changefreq_revisit)
+        return cls(
+            minutes(settings.fetch_interval_default),
+            minutes(settings.fetch_interval_fetch_error),
+            minutes(settings.fetch_interval_error),
+            settings.max_fetch_errors,
+            None if limit < 0 else limit,
+            settings.sitemap_changefreq_revisit,
+        )
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,7 @@ class UrlRecord:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "UrlRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> UrlRecord:
         """Rebuild a record from :meth:`to_dict` output (unknown fields are ignored).
 
         Raises:
@@ -181,25 +186,37 @@ class UrlRecord:
 def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata: dict[str, list[str]]) -> UrlRecord:
     """The record of a newly discovered URL, due at once (seeds get a higher priority)."""
     priority = msg.priority if msg.priority is not None else (SEED_PRIORITY if msg.seed else DISCOVERED_PRIORITY)
-    return UrlRecord(url=url, key=key, depth=msg.depth, priority=priority, next_fetch_at_s=now_s,
-                     discovered_at_s=now_s, metadata=metadata, chain=list(msg.chain))
+    return UrlRecord(
+        url=url,
+        key=key,
+        depth=msg.depth,
+        priority=priority,
+        next_fetch_at_s=now_s,
+        discovered_at_s=now_s,
+        metadata=metadata,
+        chain=list(msg.chain),
+    )
 
 
 class Incoming(Enum):
     """What a status message is for a known URL's record: the columns of the transition table."""
 
-    DISCOVERY = "discovery"          # no fetched_at_s: the URL was found (again), whatever the status
+    DISCOVERY = "discovery"  # no fetched_at_s: the URL was found (again), whatever the status
     NOT_ATTEMPTED = "not_attempted"  # DISCOVERED with fetched_at_s: handed back without a request
     FETCHED = "fetched"
     REDIRECTION = "redirection"
-    RATE_LIMITED = "rate_limited"    # FETCH_ERROR http.rate_limited: a rate signal, not a failure
-    FETCH_ERROR = "fetch_error"      # any other FETCH_ERROR: a transient failure, counted
-    ERROR = "error"                  # permanent (404/410, robots denial, policy rejection, redirect loop, ...)
+    RATE_LIMITED = "rate_limited"  # FETCH_ERROR http.rate_limited: a rate signal, not a failure
+    FETCH_ERROR = "fetch_error"  # any other FETCH_ERROR: a transient failure, counted
+    ERROR = "error"  # permanent (404/410, robots denial, policy rejection, redirect loop, ...)
 
 
-_BY_STATUS = {Status.DISCOVERED: Incoming.NOT_ATTEMPTED, Status.FETCHED: Incoming.FETCHED,
-              Status.REDIRECTION: Incoming.REDIRECTION, Status.FETCH_ERROR: Incoming.FETCH_ERROR,
-              Status.ERROR: Incoming.ERROR}
+_BY_STATUS = {
+    Status.DISCOVERED: Incoming.NOT_ATTEMPTED,
+    Status.FETCHED: Incoming.FETCHED,
+    Status.REDIRECTION: Incoming.REDIRECTION,
+    Status.FETCH_ERROR: Incoming.FETCH_ERROR,
+    Status.ERROR: Incoming.ERROR,
+}
 
 
 def kind_of(msg: StatusMessage) -> Incoming:
@@ -211,8 +228,9 @@ def kind_of(msg: StatusMessage) -> Incoming:
     return _BY_STATUS[msg.status]
 
 
-def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
-          metadata: dict[str, list[str]] | None = None) -> UrlRecord:
+def apply(
+    record: UrlRecord, msg: StatusMessage, config: ScheduleConfig, metadata: dict[str, list[str]] | None = None
+) -> UrlRecord:
     """The one transition function: ``record`` after ``msg``; ``record`` itself when nothing changes.
 
     ``metadata`` is the record's metadata after ``metadata.persist`` was
@@ -227,34 +245,64 @@ def apply(record: UrlRecord, msg: StatusMessage, config: ScheduleConfig,
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
-    base = replace(record, last_fetch_at_s=at, http_status=msg.http_status, reason=msg.reason, metadata=meta,
-                   truncated=msg.truncated)
+    base = replace(
+        record,
+        last_fetch_at_s=at,
+        http_status=msg.http_status,
+        reason=msg.reason,
+        metadata=meta,
+        truncated=msg.truncated,
+    )
     if kind is Incoming.NOT_ATTEMPTED:  # robots.txt unavailable, deferred or moved: wait and try again
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
     if kind is Incoming.FETCHED:
-        return replace(base, status=Status.FETCHED, attempts=attempts, fetch_errors=0, rate_limits=0,
-                       next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
-                       etag=msg.etag or (record.etag if msg.not_modified else None),
-                       last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None))
+        return replace(
+            base,
+            status=Status.FETCHED,
+            attempts=attempts,
+            fetch_errors=0,
+            rate_limits=0,
+            next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
+            etag=msg.etag or (record.etag if msg.not_modified else None),
+            last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None),
+        )
     if kind is Incoming.REDIRECTION:
-        return replace(base, status=Status.REDIRECTION, attempts=attempts, fetch_errors=0, rate_limits=0,
-                       redirect_to=msg.redirect_to, next_fetch_at_s=_after(at, config.default_interval_s))
+        return replace(
+            base,
+            status=Status.REDIRECTION,
+            attempts=attempts,
+            fetch_errors=0,
+            rate_limits=0,
+            redirect_to=msg.redirect_to,
+            next_fetch_at_s=_after(at, config.default_interval_s),
+        )
     if kind is Incoming.RATE_LIMITED:
         # a rate signal, not a failure of this URL: reschedule when the host's block ends
         limits = record.rate_limits + 1
         if config.max_rate_limits is not None and limits >= config.max_rate_limits:
-            return replace(base, status=Status.ERROR, attempts=attempts, rate_limits=limits,
-                           reason=Reason.HTTP_RATE_LIMITED_TOO_MANY,
-                           next_fetch_at_s=_after(at, config.error_interval_s))
-        return replace(base, attempts=attempts, rate_limits=limits,
-                       next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at)
+            return replace(
+                base,
+                status=Status.ERROR,
+                attempts=attempts,
+                rate_limits=limits,
+                reason=Reason.HTTP_RATE_LIMITED_TOO_MANY,
+                next_fetch_at_s=_after(at, config.error_interval_s),
+            )
+        return replace(
+            base, attempts=attempts, rate_limits=limits, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at
+        )
     if kind is Incoming.FETCH_ERROR:
         errors = record.fetch_errors + 1
         if errors >= config.max_fetch_errors:
-            return replace(base, status=Status.ERROR, attempts=attempts, fetch_errors=errors,
-                           reason=Reason.FETCH_TOO_MANY_ERRORS,
-                           next_fetch_at_s=_after(at, config.error_interval_s))
+            return replace(
+                base,
+                status=Status.ERROR,
+                attempts=attempts,
+                fetch_errors=errors,
+                reason=Reason.FETCH_TOO_MANY_ERRORS,
+                next_fetch_at_s=_after(at, config.error_interval_s),
+            )
         interval = None if config.fetch_error_interval_s is None else config.fetch_error_interval_s * 2 ** (errors - 1)
         next_at = _after(at, interval)
         if msg.retry_after_s is not None and next_at is not None:
@@ -295,8 +343,12 @@ def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
             due = record.last_fetch_at_s  # in the past: due at once
         return replace(record, metadata=metadata, next_fetch_at_s=due)
     lastmod_s = lastmod_of(msg.metadata)
-    if (lastmod_s is None or record.status not in (Status.FETCHED, Status.REDIRECTION)
-            or record.last_fetch_at_s is None or lastmod_s <= record.last_fetch_at_s):
+    if (
+        lastmod_s is None
+        or record.status not in (Status.FETCHED, Status.REDIRECTION)
+        or record.last_fetch_at_s is None
+        or lastmod_s <= record.last_fetch_at_s
+    ):
         return record
     if record.next_fetch_at_s is not None and record.next_fetch_at_s <= lastmod_s:
         return record  # already due by then

@@ -55,7 +55,7 @@ class ScopeConfig:
     traps: TrapConfig
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ScopeConfig":
+    def from_settings(cls, settings: Settings) -> ScopeConfig:
         """Build from the ``urlfilters.*`` keys and ``frontier.max.urls.per.host`` (checked by
         :mod:`squall.settings.rules`: regular expressions compile, no public suffix, limits in range)."""
         return cls(
@@ -78,7 +78,7 @@ def host_name(name: Any) -> str:
         text = text[1:-1]
     if not text.isascii():
         try:
-            text = idna_host(text)   # IDNA 2008 / UTS 46, as canonical URLs spell hosts
+            text = idna_host(text)  # IDNA 2008 / UTS 46, as canonical URLs spell hosts
         except InvalidURL:
             pass
     return text
@@ -158,9 +158,17 @@ class LinkJudge:
         return before or _depth(depth, self.config) or after
 
 
-def batch_outlinks(links: Iterable[str], *, page_url: str, depth: int, metadata: dict[str, list[str]],
-                   canonical: Callable[[str], str], mode: str, partitions: int,
-                   judge: Callable[[str, int], Reason | None]) -> list[StatusMessage]:
+def batch_outlinks(
+    links: Iterable[str],
+    *,
+    page_url: str,
+    depth: int,
+    metadata: dict[str, list[str]],
+    canonical: Callable[[str], str],
+    mode: str,
+    partitions: int,
+    judge: Callable[[str, int], Reason | None],
+) -> list[StatusMessage]:
     """DISCOVERED messages for the outlinks of one page: one message per Kafka partition, not one per link.
 
     ``links``: absolute URLs as found, in document order; ``canonical``: the

@@ -24,7 +24,7 @@ import io
 import re
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 from xml.etree.ElementTree import ParseError
@@ -41,13 +41,20 @@ _YEAR_MONTH = re.compile(r"\d{4}-\d{2}")
 LINK_SCHEMES = frozenset({"http", "https"})
 # changefreq → revisit interval (seconds); "never" = archived, not revisited (None)
 CHANGEFREQ_S: dict[str, float | None] = {
-    "always": 3600.0, "hourly": 3600.0, "daily": 86400.0, "weekly": 7 * 86400.0,
-    "monthly": 30 * 86400.0, "yearly": 365 * 86400.0, "never": None,
+    "always": 3600.0,
+    "hourly": 3600.0,
+    "daily": 86400.0,
+    "weekly": 7 * 86400.0,
+    "monthly": 30 * 86400.0,
+    "yearly": 365 * 86400.0,
+    "never": None,
 }
 # root element → (document kind, entry element, depth of the entries' parent)
 _ROOTS: dict[str, tuple[str, str, int]] = {
-    "urlset": ("urlset", "url", 1), "sitemapindex": ("index", "sitemap", 1),
-    "rss": ("feed", "item", 2), "feed": ("feed", "entry", 1),   # RSS 2.0 <rss><channel><item>, Atom <feed><entry>
+    "urlset": ("urlset", "url", 1),
+    "sitemapindex": ("index", "sitemap", 1),
+    "rss": ("feed", "item", 2),
+    "feed": ("feed", "entry", 1),  # RSS 2.0 <rss><channel><item>, Atom <feed><entry>
 }
 
 
@@ -92,8 +99,9 @@ def gunzip_limited(data: bytes, limit: int) -> tuple[bytes, bool]:
     return out[:limit], len(out) > limit
 
 
-def read_sitemap(body: bytes, *, content_type: str | None, truncated: bool, max_urls: int,
-                 content_limit: int) -> SitemapDocument:
+def read_sitemap(
+    body: bytes, *, content_type: str | None, truncated: bool, max_urls: int, content_limit: int
+) -> SitemapDocument:
     """Read a fetched sitemap body (already decoded of its Content-Encoding); never raises.
 
     ``content_type``: the mime type without parameters (None if absent);
@@ -119,8 +127,7 @@ def read_sitemap(body: bytes, *, content_type: str | None, truncated: bool, max_
         # mislabel sitemaps more often than they serve well-formed urlsets by mistake)
         return SitemapDocument(kind=None, error=Reason.SITEMAP_WRONG_TYPE)
     if too_big:  # whatever broke at the cut, the cause is the size
-        return SitemapDocument(kind=doc.kind, entries=doc.entries, dropped=doc.dropped,
-                               error=Reason.SITEMAP_TOO_BIG)
+        return SitemapDocument(kind=doc.kind, entries=doc.entries, dropped=doc.dropped, error=Reason.SITEMAP_TOO_BIG)
     return doc
 
 
@@ -177,9 +184,12 @@ def _entry(elem: Any) -> SitemapEntry | None:
     if not loc:
         return None
     changefreq = fields.get("changefreq", "").lower() or None
-    return SitemapEntry(loc=loc, lastmod_s=parse_w3c_datetime(fields.get("lastmod", "")),
-                        changefreq=changefreq if changefreq in CHANGEFREQ_S else None,
-                        priority=_priority(fields.get("priority", "")))
+    return SitemapEntry(
+        loc=loc,
+        lastmod_s=parse_w3c_datetime(fields.get("lastmod", "")),
+        changefreq=changefreq if changefreq in CHANGEFREQ_S else None,
+        priority=_priority(fields.get("priority", "")),
+    )
 
 
 def _feed_entry(elem: Any) -> SitemapEntry | None:
@@ -205,7 +215,7 @@ def _rfc822_s(text: str) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 
@@ -262,9 +272,9 @@ def parse_w3c_datetime(text: str) -> float | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 
 def iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -52,21 +52,35 @@ if TYPE_CHECKING:
     from squall.settings import Settings
 
 __all__ = [
-    "SITEMAP_KEY", "LEVEL_KEY", "SitemapConfig", "SitemapEntry", "SitemapDocument", "is_marked",
-    "read_sitemap", "gunzip_limited", "robots_sitemaps", "discovery_urls", "discovery_statuses",
-    "listed_statuses", "judge_entries", "settle_status", "record_priority", "changefreq_interval_s", "parse_w3c_datetime", "lastmod_of",
+    "LEVEL_KEY",
+    "SITEMAP_KEY",
+    "SitemapConfig",
+    "SitemapDocument",
+    "SitemapEntry",
+    "changefreq_interval_s",
+    "discovery_statuses",
+    "discovery_urls",
+    "gunzip_limited",
+    "is_marked",
+    "judge_entries",
+    "lastmod_of",
+    "listed_statuses",
+    "parse_w3c_datetime",
+    "read_sitemap",
+    "record_priority",
+    "robots_sitemaps",
+    "settle_status",
 ]
 
-SITEMAP_KEY = "isSitemap"          # StormCrawler's marker: this URL is read as a sitemap
-LEVEL_KEY = "sitemap.level"        # index nesting: 0 for a sitemap found in robots.txt or at the default path
-LASTMOD_KEY = "sitemap.lastmod"    # on a listed URL: its <lastmod>, ISO 8601 UTC
+SITEMAP_KEY = "isSitemap"  # StormCrawler's marker: this URL is read as a sitemap
+LEVEL_KEY = "sitemap.level"  # index nesting: 0 for a sitemap found in robots.txt or at the default path
+LASTMOD_KEY = "sitemap.lastmod"  # on a listed URL: its <lastmod>, ISO 8601 UTC
 CHANGEFREQ_KEY = "sitemap.changefreq"
 PRIORITY_KEY = "sitemap.priority"
 ERROR_KEY = "parse.sitemap.error"  # on the sitemap's own record: why it is broken
-SITEMAP_PRIORITY = 2               # a sitemap goes before its host's other due URLs (seeds are 1, links 0)
-DEFAULT_ENTRY_PRIORITY = 0.5       # sitemaps.org: <priority> when absent
-MAX_FUTURE_LASTMOD_S = 86400.0     # a <lastmod> more than a day ahead of the clock is ignored (bogus)
-
+SITEMAP_PRIORITY = 2  # a sitemap goes before its host's other due URLs (seeds are 1, links 0)
+DEFAULT_ENTRY_PRIORITY = 0.5  # sitemaps.org: <priority> when absent
+MAX_FUTURE_LASTMOD_S = 86400.0  # a <lastmod> more than a day ahead of the clock is ignored (bogus)
 
 
 @dataclass(frozen=True)
@@ -92,12 +106,17 @@ class SitemapConfig:
     max_age_s: float | None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "SitemapConfig":
+    def from_settings(cls, settings: Settings) -> SitemapConfig:
         """Copy the ``sitemap.*`` keys and ``http.content.limit`` (checked by :mod:`squall.settings.rules`)."""
         hours = settings.sitemap_filter_hours_since_modified
-        return cls(discovery=settings.sitemap_discovery, default_path=settings.sitemap_default_path,
-                   max_urls=settings.sitemap_max_urls, max_nesting=settings.sitemap_max_nesting,
-                   content_limit=settings.http_content_limit, max_age_s=None if hours == -1 else hours * 3600.0)
+        return cls(
+            discovery=settings.sitemap_discovery,
+            default_path=settings.sitemap_default_path,
+            max_urls=settings.sitemap_max_urls,
+            max_nesting=settings.sitemap_max_nesting,
+            content_limit=settings.http_content_limit,
+            max_age_s=None if hours == -1 else hours * 3600.0,
+        )
 
 
 def is_marked(metadata: Mapping[str, Sequence[str]]) -> bool:
@@ -106,6 +125,7 @@ def is_marked(metadata: Mapping[str, Sequence[str]]) -> bool:
 
 
 # ---------------------------------------------------------------- where sitemaps come from
+
 
 def robots_sitemaps(robots_text: str, robots_url: str) -> list[str]:
     """Absolute URLs of the ``Sitemap:`` lines of a robots.txt text, in order, without duplicates.
@@ -156,12 +176,16 @@ def discovery_statuses(urls: Sequence[str], normalizer: NormalizerConfig) -> lis
             canonical = canonicalize(url, normalizer)
         except InvalidURL:
             continue
-        out.append(StatusMessage(url=canonical, depth=0, priority=SITEMAP_PRIORITY,
-                                 metadata={SITEMAP_KEY: ["true"], LEVEL_KEY: ["0"]}))
+        out.append(
+            StatusMessage(
+                url=canonical, depth=0, priority=SITEMAP_PRIORITY, metadata={SITEMAP_KEY: ["true"], LEVEL_KEY: ["0"]}
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------- what enters the frontier
+
 
 def record_priority(priority: float | None) -> int:
     """Frontier priority (higher first within a host) of a listed URL from its ``<priority>``.
@@ -190,9 +214,17 @@ def _level(metadata: Mapping[str, Sequence[str]]) -> int:
         return 0
 
 
-def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
-                  inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
-                  normalizer: NormalizerConfig) -> Iterator[tuple[str, StatusMessage | Reason]]:
+def judge_entries(
+    doc: SitemapDocument,
+    *,
+    sitemap_url: str,
+    depth: int,
+    metadata: Mapping[str, Sequence[str]],
+    inherited: Mapping[str, list[str]],
+    now_s: float,
+    config: SitemapConfig,
+    normalizer: NormalizerConfig,
+) -> Iterator[tuple[str, StatusMessage | Reason]]:
     """``(loc, message or refusal reason)`` for each entry of ``doc``, in order; see :func:`listed_statuses`.
 
     A refusal is ``url.*`` (from :func:`squall.policy.urls.canonicalize`),
@@ -202,8 +234,11 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
     seen: set[str] = {sitemap_url}
     for entry in doc.entries:
         try:
-            absolute = entry.loc if entry.loc[:8].lower().startswith(("http://", "https://")) else urljoin(
-                sitemap_url, entry.loc)  # sitemaps.org wants absolute locs; urljoin only for the others
+            absolute = (
+                entry.loc
+                if entry.loc[:8].lower().startswith(("http://", "https://"))
+                else urljoin(sitemap_url, entry.loc)
+            )  # sitemaps.org wants absolute locs; urljoin only for the others
             url = canonicalize(absolute, normalizer)
         except InvalidURL as exc:
             yield entry.loc, exc.reason
@@ -219,10 +254,19 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
             if child_level > config.max_nesting:
                 yield entry.loc, Reason.SITEMAP_TOO_DEEP
                 continue
-            yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=SITEMAP_PRIORITY, metadata={
-                **inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]})
+            yield (
+                entry.loc,
+                StatusMessage(
+                    url=url,
+                    depth=depth + 1,
+                    priority=SITEMAP_PRIORITY,
+                    metadata={**inherited, SITEMAP_KEY: ["true"], LEVEL_KEY: [str(child_level)]},
+                ),
+            )
             continue
-        lastmod = entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
+        lastmod = (
+            entry.lastmod_s if entry.lastmod_s is not None and entry.lastmod_s <= now_s + MAX_FUTURE_LASTMOD_S else None
+        )
         if config.max_age_s is not None and lastmod is not None and now_s - lastmod > config.max_age_s:
             yield entry.loc, Reason.SITEMAP_TOO_OLD
             continue
@@ -233,12 +277,23 @@ def judge_entries(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadat
             meta[CHANGEFREQ_KEY] = [entry.changefreq]
         if entry.priority is not None:
             meta[PRIORITY_KEY] = [f"{entry.priority:g}"]
-        yield entry.loc, StatusMessage(url=url, depth=depth + 1, priority=record_priority(entry.priority), metadata=meta)
+        yield (
+            entry.loc,
+            StatusMessage(url=url, depth=depth + 1, priority=record_priority(entry.priority), metadata=meta),
+        )
 
 
-def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metadata: Mapping[str, Sequence[str]],
-                    inherited: Mapping[str, list[str]], now_s: float, config: SitemapConfig,
-                    normalizer: NormalizerConfig) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+def listed_statuses(
+    doc: SitemapDocument,
+    *,
+    sitemap_url: str,
+    depth: int,
+    metadata: Mapping[str, Sequence[str]],
+    inherited: Mapping[str, list[str]],
+    now_s: float,
+    config: SitemapConfig,
+    normalizer: NormalizerConfig,
+) -> tuple[dict[str, list[str]], list[StatusMessage]]:
     """(metadata recorded on the sitemap, DISCOVERED messages) of one read sitemap.
 
     ``sitemap_url``: the canonical URL of the sitemap (base of relative
@@ -262,14 +317,25 @@ def listed_statuses(doc: SitemapDocument, *, sitemap_url: str, depth: int, metad
     """
     dropped = doc.dropped
     out: list[StatusMessage] = []
-    for _, verdict in judge_entries(doc, sitemap_url=sitemap_url, depth=depth, metadata=metadata,
-                                    inherited=inherited, now_s=now_s, config=config, normalizer=normalizer):
+    for _, verdict in judge_entries(
+        doc,
+        sitemap_url=sitemap_url,
+        depth=depth,
+        metadata=metadata,
+        inherited=inherited,
+        now_s=now_s,
+        config=config,
+        normalizer=normalizer,
+    ):
         if isinstance(verdict, StatusMessage):
             out.append(verdict)
         elif verdict is not Reason.SITEMAP_DUPLICATE:
             dropped += 1
-    recorded = {"parse.sitemap.kind": [doc.kind or "none"], "parse.sitemap.urls": [str(len(out))],
-                "parse.sitemap.dropped": [str(dropped)]}
+    recorded = {
+        "parse.sitemap.kind": [doc.kind or "none"],
+        "parse.sitemap.urls": [str(len(out))],
+        "parse.sitemap.dropped": [str(dropped)],
+    }
     if doc.error is not None:
         recorded[ERROR_KEY] = [doc.error.value]
     return recorded, out

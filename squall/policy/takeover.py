@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 
-def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float,
-                 grace_s: float) -> float | None:
+def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float, grace_s: float) -> float | None:
     """When the hand-outs of an earlier owner in ``in_flight`` may be handed out again (Unix s).
 
     Args:
@@ -44,8 +43,14 @@ def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: 
     return owned_since_s + max(grace_s, delay_s)
 
 
-def stranded(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float, grace_s: float,
-             now_s: float, received: Callable[[str, float], bool]) -> list[str] | None:
+def stranded(
+    in_flight: Mapping[str, float],
+    owned_since_s: float,
+    delay_s: float,
+    grace_s: float,
+    now_s: float,
+    received: Callable[[str, float], bool],
+) -> list[str] | None:
     """The earlier owner's hand-outs to hand out again now (sorted URLs), or None while it is too early.
 
     ``received(url, handed_out_at_s)`` tells whether this worker's fetcher

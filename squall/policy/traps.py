@@ -43,10 +43,93 @@ _HOST_LIKE = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}
 # (index.html, feed.xml, app.js). A few are also TLDs (.py, .pl, .md, .zip, .mov): such a segment
 # is not treated as a host; its repeats are still caught by the run guards.
 _FILE_EXTENSIONS = frozenset(
-    "html htm shtml xhtml php php3 php5 asp aspx jsp jspx cgi pl py rb do action xml json txt csv tsv pdf "
-    "doc docx xls xlsx ppt pptx odt ods js mjs css map png jpg jpeg gif svg webp ico bmp tif tiff avif "
-    "mp3 mp4 m4a avi mov webm ogg wav flac zip gz tgz bz2 xz tar rar 7z rss atom md rst ics vcf woff woff2 "
-    "ttf otf eot wasm exe dmg apk iso bin jar war epub mobi".split())
+    [
+        "html",
+        "htm",
+        "shtml",
+        "xhtml",
+        "php",
+        "php3",
+        "php5",
+        "asp",
+        "aspx",
+        "jsp",
+        "jspx",
+        "cgi",
+        "pl",
+        "py",
+        "rb",
+        "do",
+        "action",
+        "xml",
+        "json",
+        "txt",
+        "csv",
+        "tsv",
+        "pdf",
+        "doc",
+        "docx",
+        "xls",
+        "xlsx",
+        "ppt",
+        "pptx",
+        "odt",
+        "ods",
+        "js",
+        "mjs",
+        "css",
+        "map",
+        "png",
+        "jpg",
+        "jpeg",
+        "gif",
+        "svg",
+        "webp",
+        "ico",
+        "bmp",
+        "tif",
+        "tiff",
+        "avif",
+        "mp3",
+        "mp4",
+        "m4a",
+        "avi",
+        "mov",
+        "webm",
+        "ogg",
+        "wav",
+        "flac",
+        "zip",
+        "gz",
+        "tgz",
+        "bz2",
+        "xz",
+        "tar",
+        "rar",
+        "7z",
+        "rss",
+        "atom",
+        "md",
+        "rst",
+        "ics",
+        "vcf",
+        "woff",
+        "woff2",
+        "ttf",
+        "otf",
+        "eot",
+        "wasm",
+        "exe",
+        "dmg",
+        "apk",
+        "iso",
+        "bin",
+        "jar",
+        "war",
+        "epub",
+        "mobi",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -68,12 +151,14 @@ class TrapConfig:
     max_query_param_copies: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "TrapConfig":
+    def from_settings(cls, settings: Settings) -> TrapConfig:
         """Copy the four ``urlfilters.*`` keys above (checked by :mod:`squall.settings.rules`)."""
-        return cls(max_segment_copies=settings.urlfilters_max_repeated_segments,
-                   max_run_copies=settings.urlfilters_max_repeated_runs,
-                   max_host_segments=settings.urlfilters_max_host_segments,
-                   max_query_param_copies=settings.urlfilters_max_query_param_copies)
+        return cls(
+            max_segment_copies=settings.urlfilters_max_repeated_segments,
+            max_run_copies=settings.urlfilters_max_repeated_runs,
+            max_host_segments=settings.urlfilters_max_host_segments,
+            max_query_param_copies=settings.urlfilters_max_query_param_copies,
+        )
 
 
 def check_path(path: str, config: TrapConfig) -> Reason | None:
@@ -125,7 +210,7 @@ def max_copies(segments: Sequence[str], shortest: int, longest: int) -> int:
                 continue
             run += 1
             copies = run // k + 1
-            if copies > most and _primitive(segments[i - run + 1:i - run + 1 + k]):
+            if copies > most and _primitive(segments[i - run + 1 : i - run + 1 + k]):
                 most = copies
     return most
 

@@ -66,10 +66,10 @@ _PERCENT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
 _STRAY_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # URL living standard's forbidden host code points, plus "%" once escapes are decoded
 _FORBIDDEN_HOST = re.compile(r"[\x00-\x20\x7f#%/:<>?@\[\\\]^|]")
-_LABEL_RE = re.compile(r"[a-z0-9_\-]{1,63}")   # LDH labels, plus "_" which real hosts use
+_LABEL_RE = re.compile(r"[a-z0-9_\-]{1,63}")  # LDH labels, plus "_" which real hosts use
 _IPV4_RE = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
-_MAX_HOST_LENGTH = 253                          # RFC 1035 §2.3.4, without the root dot
+_MAX_HOST_LENGTH = 253  # RFC 1035 §2.3.4, without the root dot
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class NormalizerConfig:
     max_length: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "NormalizerConfig":
+    def from_settings(cls, settings: Settings) -> NormalizerConfig:
         """Build from ``urlfilters.schemes``, ``urlfilters.query.remove``,
         ``urlnormalizer.query.sort`` and ``urlfilters.max.length``."""
         return cls(
@@ -130,7 +130,7 @@ def canonicalize(url: str, config: NormalizerConfig, base: str | None = None, *,
         return _canonicalize(url, config, base, seed)
     except InvalidURL:
         raise
-    except (ValueError, UnicodeError) as exc:   # port out of range, bad IPv6 brackets, IDNA failures
+    except (ValueError, UnicodeError) as exc:  # port out of range, bad IPv6 brackets, IDNA failures
         raise InvalidURL(Reason.URL_MALFORMED, url) from exc
 
 
@@ -168,9 +168,9 @@ class CanonicalCache:
 
 
 def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bool) -> str:
-    text = url.strip().translate(_TAB_OR_NEWLINE)   # URL living standard: tabs and newlines vanish
+    text = url.strip().translate(_TAB_OR_NEWLINE)  # URL living standard: tabs and newlines vanish
     if base is not None:
-        text = urljoin(base.strip(), text)   # RFC 3986 §5.2 reference resolution
+        text = urljoin(base.strip(), text)  # RFC 3986 §5.2 reference resolution
     scheme, sep, _ = text.partition(":")
     if not sep or not _SCHEME_RE.fullmatch(scheme):
         raise InvalidURL(Reason.URL_MALFORMED, url)
@@ -179,9 +179,9 @@ def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bo
         raise InvalidURL(Reason.URL_SCHEME, url)
 
     text = _clean_authority(text, url, seed)
-    parts = urlsplit(safe_url_string(text))   # w3lib: browser-like parsing, UTF-8 escapes
+    parts = urlsplit(safe_url_string(text))  # w3lib: browser-like parsing, UTF-8 escapes
     if "@" in parts.netloc:
-        raise InvalidURL(Reason.URL_HOST, url)   # "@" decoded from the host: never reached, kept as a guard
+        raise InvalidURL(Reason.URL_HOST, url)  # "@" decoded from the host: never reached, kept as a guard
     netloc = _netloc(parts, scheme, url)
     path = _remove_dot_segments(_normalize_escapes(parts.path or "/"))
     if not path.startswith("/"):
@@ -203,17 +203,20 @@ def _clean_authority(text: str, url: str, seed: bool) -> str:
     cut = text.find("?"), text.find("#")
     end = min((i for i in cut if i >= 0), default=len(text))
     head, rest = text[:end], text[end:]
-    head = head.replace("\\", "/")          # URL living standard: "\\" is "/" in special schemes
+    head = head.replace("\\", "/")  # URL living standard: "\\" is "/" in special schemes
     parts = urlsplit(head)
     netloc = parts.netloc
     if "@" in netloc:
         if seed:
-            raise InvalidURL(Reason.URL_USERINFO, url,
-                             "a seed must not carry user:password@: a credential in a seed list is refused; "
-                             "links with userinfo are crawled without it")
+            raise InvalidURL(
+                Reason.URL_USERINFO,
+                url,
+                "a seed must not carry user:password@: a credential in a seed list is refused; "
+                "links with userinfo are crawled without it",
+            )
         netloc = netloc.rpartition("@")[2]
     if netloc.startswith("["):
-        host, port = netloc, ""   # IPv6 literal: validated later
+        host, port = netloc, ""  # IPv6 literal: validated later
     else:
         host, colon, port = netloc.rpartition(":") if ":" in netloc else (netloc, "", "")
         port = colon + port
@@ -242,8 +245,7 @@ def idna_host(host: str, url: str = "") -> str:
         return host
     try:
         mapped = idna.uts46_remap(host, std3_rules=False, transitional=False)
-        return ".".join(label if label.isascii() else idna.alabel(label).decode("ascii")
-                        for label in mapped.split("."))
+        return ".".join(label if label.isascii() else idna.alabel(label).decode("ascii") for label in mapped.split("."))
     except (idna.IDNAError, UnicodeError, ValueError):
         raise InvalidURL(Reason.URL_HOST, url) from None
 
@@ -251,14 +253,14 @@ def idna_host(host: str, url: str = "") -> str:
 def _netloc(parts: SplitResult, scheme: str, url: str) -> str:
     """Validated ``host[:port]`` with the host lower-cased and the default port dropped."""
     host = _valid_host(parts, url)
-    port = parts.port   # ValueError for a non-numeric or out-of-range port
+    port = parts.port  # ValueError for a non-numeric or out-of-range port
     if port is None or port == _DEFAULT_PORTS.get(scheme):
         return host
     return f"{host}:{port}"
 
 
 def _valid_host(parts: SplitResult, url: str) -> str:
-    hostname = parts.hostname   # lower-cased by urllib, brackets removed
+    hostname = parts.hostname  # lower-cased by urllib, brackets removed
     if not hostname:
         raise InvalidURL(Reason.URL_HOST, url)
     if parts.netloc.startswith("["):
@@ -266,9 +268,9 @@ def _valid_host(parts: SplitResult, url: str) -> str:
             address = ipaddress.IPv6Address(hostname)
         except ValueError:
             raise InvalidURL(Reason.URL_HOST, url) from None
-        if address.scope_id is not None:   # a zone id ("%25eth0") names a local interface
+        if address.scope_id is not None:  # a zone id ("%25eth0") names a local interface
             raise InvalidURL(Reason.URL_HOST, url)
-        return f"[{address.compressed}]"                   # RFC 5952 text form
+        return f"[{address.compressed}]"  # RFC 5952 text form
     host = hostname[:-1] if hostname.endswith(".") else hostname
     labels = host.split(".")
     if len(host) > _MAX_HOST_LENGTH or not all(_LABEL_RE.fullmatch(label) for label in labels):
@@ -309,10 +311,10 @@ def _remove_dot_segments(path: str) -> str:
             if output:
                 output.pop()
             if last:
-                output.append("")   # "/a/b/.." -> "/a/"
+                output.append("")  # "/a/b/.." -> "/a/"
         elif segment == ".":
             if last:
-                output.append("")   # "/a/." -> "/a/"
+                output.append("")  # "/a/." -> "/a/"
         else:
             output.append(segment)
     return "/" + "/".join(output)
@@ -325,13 +327,13 @@ def _query(query: str, config: NormalizerConfig) -> str:
     kept = []
     for pair in query.split("&"):
         if not pair:
-            continue   # "a=1&&b=2": an empty pair names no parameter
+            continue  # "a=1&&b=2": an empty pair names no parameter
         pair = _normalize_escapes(pair)
         name = unquote(pair.partition("=")[0].replace("+", " "))
         if not config.removes(name):
             kept.append(pair)
     if config.query_sort:
-        kept.sort(key=lambda pair: pair.partition("="))   # by name, then value; stable
+        kept.sort(key=lambda pair: pair.partition("="))  # by name, then value; stable
     return "&".join(kept)
 
 

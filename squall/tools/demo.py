@@ -68,6 +68,7 @@ GAP_TOLERANCE_S = 0.002  # clock granularity between the worker's pacing and the
 
 # ---------------------------------------------------------------------- the site, in a thread
 
+
 class ServedSite:
     """A RecordingServer running on its own event loop in a daemon thread (as the integration tests do)."""
 
@@ -99,8 +100,9 @@ class ServedSite:
     def page_requests(self) -> collections.Counter[str]:
         """How many times each URL (robots.txt excluded) was requested."""
         port = self.server.port
-        return collections.Counter(f"http://{r['ip']}:{port}{r['path']}" for r in self.requests()
-                                   if r["path"] != "/robots.txt")
+        return collections.Counter(
+            f"http://{r['ip']}:{port}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt"
+        )
 
     def min_gap(self, ip: str) -> tuple[float, int]:
         """(smallest gap between two request arrivals on host ``ip``, robots.txt included; number of requests)."""
@@ -109,6 +111,7 @@ class ServedSite:
 
 
 # ---------------------------------------------------------------------- checks
+
 
 @dataclass
 class Check:
@@ -127,7 +130,9 @@ def _with_status(records: dict[str, dict[str, Any]], urls: set[str]) -> list[str
     out = []
     for u in urls:
         rec = records.get(u)
-        out.append(f"{u} ({rec.get('status')} {rec.get('reason') or ''})".replace(" )", ")") if rec else f"{u} (no record)")
+        out.append(
+            f"{u} ({rec.get('status')} {rec.get('reason') or ''})".replace(" )", ")") if rec else f"{u} (no record)"
+        )
     return out
 
 
@@ -173,24 +178,43 @@ def warc_index(paths: list[Path]) -> tuple[bool, collections.Counter[str], str]:
 
 # ---------------------------------------------------------------------- main
 
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m squall.tools.demo",
-                                description="Crawl a local multi-host web site end to end and check the result.")
-    p.add_argument("--site", default=None, metavar="DIR",
-                   help="serve this directory of HTML on 127.0.0.2 instead of the generated site")
+    p = argparse.ArgumentParser(
+        prog="python -m squall.tools.demo",
+        description="Crawl a local multi-host web site end to end and check the result.",
+    )
+    p.add_argument(
+        "--site",
+        default=None,
+        metavar="DIR",
+        help="serve this directory of HTML on 127.0.0.2 instead of the generated site",
+    )
     p.add_argument("--hosts", type=int, default=4, help="hosts of the generated site (default 4: 127.0.0.2..)")
     p.add_argument("--pages", type=int, default=25, help="pages per host of the generated site (default 25)")
-    p.add_argument("--delay", type=float, default=None,
-                   help=f"fetcher.server.delay, seconds (default {GENERATED_DELAY_S} for the generated site, "
-                        f"{SITE_DELAY_S} for --site)")
-    p.add_argument("--disallow", default=None, metavar="PREFIX",
-                   help="robots.txt Disallow prefix (default /private/ for the generated site; for --site the "
-                        "directory's own robots.txt, or this prefix if given)")
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=None,
+        help=f"fetcher.server.delay, seconds (default {GENERATED_DELAY_S} for the generated site, "
+        f"{SITE_DELAY_S} for --site)",
+    )
+    p.add_argument(
+        "--disallow",
+        default=None,
+        metavar="PREFIX",
+        help="robots.txt Disallow prefix (default /private/ for the generated site; for --site the "
+        "directory's own robots.txt, or this prefix if given)",
+    )
     p.add_argument("--bootstrap", default=None, help="Kafka broker host:port (default: kafka.bootstrap.servers)")
     p.add_argument("--workdir", default=None, help="crawl directory (default ./var/demo-<timestamp>)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the crawl (default 1800)")
-    p.add_argument("--web-port", type=int, default=0,
-                   help="serve the worker's /metrics on 127.0.0.1 at this port (default 0: no web server)")
+    p.add_argument(
+        "--web-port",
+        type=int,
+        default=0,
+        help="serve the worker's /metrics on 127.0.0.1 at this port (default 0: no web server)",
+    )
     args = p.parse_args(argv)
     if args.site is None and not 1 <= args.hosts <= 250:
         p.error("--hosts must be between 1 and 250")
@@ -216,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or f"./var/demo-{stamp}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
-    from squall.tools import kafka_local
     from squall.settings import load_settings
+    from squall.tools import kafka_local
 
     bootstrap = args.bootstrap or load_settings().kafka_bootstrap_servers
     broker_started = False
@@ -231,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _say(f"broker: nothing answers at {bootstrap}; starting the local broker (Maven jars, KRaft)")
             broker_started = kafka_local.up(bootstrap, progress=_say)
-            _say(f"broker: {'started' if broker_started else 'found'} at {bootstrap}"
-                 + (" (stopped at the end)" if broker_started else ""))
+            _say(
+                f"broker: {'started' if broker_started else 'found'} at {bootstrap}"
+                + (" (stopped at the end)" if broker_started else "")
+            )
 
         # ------------------------------------------------------------ site
         if args.site:
@@ -251,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         log_path = workdir / "requests.jsonl"
         served = ServedSite(spec, log_path)
         port = served.server.port
-        robots = {ip: (h.robots.text.strip().replace("\n", " | ") if h.robots else "(none: 404)")
-                  for ip, h in spec.hosts.items()}
+        robots = {
+            ip: (h.robots.text.strip().replace("\n", " | ") if h.robots else "(none: 404)")
+            for ip, h in spec.hosts.items()
+        }
         _say(f"site: {what}")
         _say(f"site: serving {', '.join(f'http://{ip}:{port}/' for ip in ips)}; requests logged to {log_path}")
         for ip in ips[:3]:
@@ -274,12 +302,16 @@ def main(argv: list[str] | None = None) -> int:
         crawl = Crawl(workdir, bootstrap, overrides, topology_id=topology_id)
         default_delay = load_settings(overrides={})["fetcher.server.delay"]
         _say(f"crawl: topology {topology_id}, config {crawl.conf_path}")
-        _say("crawl: http.private.networks.allow = [127.0.0.0/8] — the SSRF guard refuses loopback and private "
-             "addresses by default; the demo's hosts are loopback")
+        _say(
+            "crawl: http.private.networks.allow = [127.0.0.0/8] — the SSRF guard refuses loopback and private "
+            "addresses by default; the demo's hosts are loopback"
+        )
         _say(f"crawl: urlfilters.hosts.allow = {ips} — scope pinned to the demo's hosts")
-        _say(f"crawl: fetcher.server.delay = {delay:g} s for these loopback hosts (the default, {default_delay:g} s,"
-             " stays for the real web)"
-             + ("; shorter than the generated site's since one host serves the whole directory" if args.site else ""))
+        _say(
+            f"crawl: fetcher.server.delay = {delay:g} s for these loopback hosts (the default, {default_delay:g} s,"
+            " stays for the real web)"
+            + ("; shorter than the generated site's since one host serves the whole directory" if args.site else "")
+        )
         crawl.start_worker("w1", web_port=args.web_port or None)
         _say(f"crawl: worker w1 started (log {workdir / 'worker-w1.log'})")
         if args.web_port:
@@ -301,13 +333,17 @@ def main(argv: list[str] | None = None) -> int:
         _say(report.to_text())
         fetched = report.by_status.get("FETCHED", 0)
         requests = served.requests()
-        _say(f"elapsed: {elapsed:.1f} s from seeding to idle (worker start-up included); {fetched} pages FETCHED, "
-             f"{fetched / elapsed:.2f} pages/s; {len(requests)} requests received by the site "
-             f"({sum(1 for r in requests if r['path'] == '/robots.txt')} of robots.txt)")
+        _say(
+            f"elapsed: {elapsed:.1f} s from seeding to idle (worker start-up included); {fetched} pages FETCHED, "
+            f"{fetched / elapsed:.2f} pages/s; {len(requests)} requests received by the site "
+            f"({sum(1 for r in requests if r['path'] == '/robots.txt')} of robots.txt)"
+        )
         if len(requests) > 1:
             first, last = min(r["t"] for r in requests), max(r["t"] for r in requests)
-            _say(f"site: first request {first - t0_wall:.1f} s after seeding, last {last - t0_wall:.1f} s; "
-                 f"{len(requests) / max(last - first, 1e-9):.2f} requests/s in between")
+            _say(
+                f"site: first request {first - t0_wall:.1f} s after seeding, last {last - t0_wall:.1f} s; "
+                f"{len(requests) / max(last - first, 1e-9):.2f} requests/s in between"
+            )
 
         checks = _checks(args, spec, served, records, delay, crawl.warc_files())
         checks.append(_audit_check(crawl.audit(), served.requests()))
@@ -328,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("\ndemo: interrupted; stopping what it started")
         return 130
-    except Exception as exc:  # noqa: BLE001 - report and exit 2 after cleaning up
+    except Exception as exc:
         _say(f"\ndemo: error: {type(exc).__name__}: {exc}")
         log = workdir / "worker-w1.log"
         if log.exists():
@@ -347,22 +383,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def _progress(t0: float) -> Any:
     """A callback printing one progress line per report while the crawl runs (``make demo`` on long work)."""
+
     def show(report: Any) -> None:
         by = report.by_status
         waiting = f", {report.waiting} waiting until {clock(report.waiting_until_s)}" if report.waiting else ""
-        _say(f"progress: {time.monotonic() - t0:6.1f} s  URLs {sum(by.values())}  FETCHED {by.get('FETCHED', 0)}  "
-             f"to fetch {by.get('DISCOVERED', 0)}  in flight {report.in_flight}{waiting}  "
-             f"{report.pages_per_s_recent:.2f} pages/s  ETA {duration(report.eta_s)}  "
-             f"audit violations {report.audit_violations}")
+        _say(
+            f"progress: {time.monotonic() - t0:6.1f} s  URLs {sum(by.values())}  FETCHED {by.get('FETCHED', 0)}  "
+            f"to fetch {by.get('DISCOVERED', 0)}  in flight {report.in_flight}{waiting}  "
+            f"{report.pages_per_s_recent:.2f} pages/s  ETA {duration(report.eta_s)}  "
+            f"audit violations {report.audit_violations}"
+        )
+
     return show
 
 
 def _audit_check(audit: dict[str, Any], requests: list[dict[str, Any]]) -> Check:
     """The crawler's own politeness audit: every request the site received audited, no violation."""
-    detail = (f"{audit['requests']} requests audited for {len(requests)} received, {audit['violations']} violations "
-              f"({audit['inside_block']} inside a Retry-After/back-off block)")
-    return Check("politeness audit (squall audit)", audit["violations"] == 0 and audit["requests"] == len(requests),
-                 detail)
+    detail = (
+        f"{audit['requests']} requests audited for {len(requests)} received, {audit['violations']} violations "
+        f"({audit['inside_block']} inside a Retry-After/back-off block)"
+    )
+    return Check(
+        "politeness audit (squall audit)", audit["violations"] == 0 and audit["requests"] == len(requests), detail
+    )
 
 
 def _cleanup(what: str, stop: Any) -> None:
@@ -371,12 +414,18 @@ def _cleanup(what: str, stop: Any) -> None:
     try:
         stop()
         _say(f"stopped: {what}")
-    except Exception as exc:  # noqa: BLE001 - go on stopping the rest
+    except Exception as exc:
         _say(f"demo: could not stop {what}: {type(exc).__name__}: {exc}")
 
 
-def _checks(args: argparse.Namespace, spec: SiteSpec, served: ServedSite, records: dict[str, dict[str, Any]],
-            delay: float, warcs: list[Path]) -> list[Check]:
+def _checks(
+    args: argparse.Namespace,
+    spec: SiteSpec,
+    served: ServedSite,
+    records: dict[str, dict[str, Any]],
+    delay: float,
+    warcs: list[Path],
+) -> list[Check]:
     checks: list[Check] = []
     server = served.server
     requested = served.page_requests()
@@ -394,59 +443,119 @@ def _checks(args: argparse.Namespace, spec: SiteSpec, served: ServedSite, record
         kinds = {u: _page_kind(spec, u) for u in expected}
         expect_fetched = {u for u, k in kinds.items() if k == "page"}
         not_pages = collections.Counter(k for k in kinds.values() if k != "page")
-        how = ("replayed from the index" if args.site else "replayed from each host's /") + \
-              f" with the crawler's link parser and robots rules in {took:.1f} s"
-        checks.append(Check("expected pages", bool(expect_fetched),
-                            f"{len(expected)} URLs reachable and allowed ({how})"
-                            + (f"; of them {dict(not_pages)} not served as pages (requested, not FETCHED): "
-                               f"{_sample(u for u, k in kinds.items() if k != 'page')}" if not_pages else "")))
+        how = (
+            "replayed from the index" if args.site else "replayed from each host's /"
+        ) + f" with the crawler's link parser and robots rules in {took:.1f} s"
+        checks.append(
+            Check(
+                "expected pages",
+                bool(expect_fetched),
+                f"{len(expected)} URLs reachable and allowed ({how})"
+                + (
+                    f"; of them {dict(not_pages)} not served as pages (requested, not FETCHED): "
+                    f"{_sample(u for u, k in kinds.items() if k != 'page')}"
+                    if not_pages
+                    else ""
+                ),
+            )
+        )
         missing = expected - set(requested)
         extra = set(requested) - expected
-        checks.append(Check("every expected URL requested", not missing,
-                            f"{len(expected) - len(missing)}/{len(expected)}"
-                            + (f"; never requested: {_sample(missing)}" if missing else "")))
-        checks.append(Check("nothing else requested", not extra,
-                            "no request outside the expected set" if not extra else
-                            f"{len(extra)} unexpected: {_sample(extra)}"))
-        checks.append(Check("each URL requested exactly once", not twice,
-                            f"{len(requested)} URLs, {sum(requested.values())} requests"
-                            + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else "")))
+        checks.append(
+            Check(
+                "every expected URL requested",
+                not missing,
+                f"{len(expected) - len(missing)}/{len(expected)}"
+                + (f"; never requested: {_sample(missing)}" if missing else ""),
+            )
+        )
+        checks.append(
+            Check(
+                "nothing else requested",
+                not extra,
+                "no request outside the expected set" if not extra else f"{len(extra)} unexpected: {_sample(extra)}",
+            )
+        )
+        checks.append(
+            Check(
+                "each URL requested exactly once",
+                not twice,
+                f"{len(requested)} URLs, {sum(requested.values())} requests"
+                + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else ""),
+            )
+        )
         not_fetched = expect_fetched - fetched_urls
         other_fetched = fetched_urls - expect_fetched
-        checks.append(Check("every expected page FETCHED", not not_fetched and not other_fetched,
-                            f"{len(expect_fetched & fetched_urls)}/{len(expect_fetched)} FETCHED"
-                            + (f"; not FETCHED: {_sample(_with_status(records, not_fetched))}" if not_fetched else "")
-                            + (f"; FETCHED but not expected: {_sample(other_fetched)}" if other_fetched else "")))
+        checks.append(
+            Check(
+                "every expected page FETCHED",
+                not not_fetched and not other_fetched,
+                f"{len(expect_fetched & fetched_urls)}/{len(expect_fetched)} FETCHED"
+                + (f"; not FETCHED: {_sample(_with_status(records, not_fetched))}" if not_fetched else "")
+                + (f"; FETCHED but not expected: {_sample(other_fetched)}" if other_fetched else ""),
+            )
+        )
         once = [u for u in expect_fetched & fetched_urls if records[u].get("attempts", 1) != 1]
-        checks.append(Check("fetched in one attempt", not once,
-                            "every FETCHED record has attempts=1" if not once else f"several attempts: {_sample(once)}"))
+        checks.append(
+            Check(
+                "fetched in one attempt",
+                not once,
+                "every FETCHED record has attempts=1" if not once else f"several attempts: {_sample(once)}",
+            )
+        )
         if disallowed:
             hit = disallowed & set(requested)
             denied = {u for u, r in records.items() if r.get("reason") == "robots.denied"}
-            checks.append(Check("disallowed pages never requested", not hit,
-                                f"{len(disallowed)} disallowed URLs, {len(hit)} requested"
-                                + (f": {_sample(hit)}" if hit else "")
-                                + f"; {len(denied & disallowed)} recorded ERROR robots.denied"))
+            checks.append(
+                Check(
+                    "disallowed pages never requested",
+                    not hit,
+                    f"{len(disallowed)} disallowed URLs, {len(hit)} requested"
+                    + (f": {_sample(hit)}" if hit else "")
+                    + f"; {len(denied & disallowed)} recorded ERROR robots.denied",
+                )
+            )
         else:
-            checks.append(Check("disallowed pages never requested", True,
-                                "nothing to check: the site's robots.txt disallows nothing (see --disallow)"))
+            checks.append(
+                Check(
+                    "disallowed pages never requested",
+                    True,
+                    "nothing to check: the site's robots.txt disallows nothing (see --disallow)",
+                )
+            )
     else:
-        checks.append(Check("expected pages", True,
-                            f"not replayed ({html_files} HTML files > {REPLAY_MAX_HTML_FILES}): checking the crawl "
-                            "against the request log instead"))
+        checks.append(
+            Check(
+                "expected pages",
+                True,
+                f"not replayed ({html_files} HTML files > {REPLAY_MAX_HTML_FILES}): checking the crawl "
+                "against the request log instead",
+            )
+        )
         unrequested = {u for u in fetched_urls if requested.get(u, 0) == 0}
-        checks.append(Check("every FETCHED URL requested exactly once", not unrequested and not twice,
-                            f"{len(fetched_urls)} FETCHED"
-                            + (f"; FETCHED without a request: {_sample(unrequested)}" if unrequested else "")
-                            + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else "")))
-        checks.append(Check("nothing requested twice", not twice, f"{sum(requested.values())} requests, "
-                            f"{len(requested)} URLs"))
+        checks.append(
+            Check(
+                "every FETCHED URL requested exactly once",
+                not unrequested and not twice,
+                f"{len(fetched_urls)} FETCHED"
+                + (f"; FETCHED without a request: {_sample(unrequested)}" if unrequested else "")
+                + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else ""),
+            )
+        )
+        checks.append(
+            Check("nothing requested twice", not twice, f"{sum(requested.values())} requests, {len(requested)} URLs")
+        )
 
     # robots.txt: once per host (one fetch, then cached).
     robots_n = collections.Counter(r["ip"] for r in served.requests() if r["path"] == "/robots.txt")
     bad_robots = {ip: robots_n.get(ip, 0) for ip in spec.hosts if robots_n.get(ip, 0) != 1}
-    checks.append(Check("robots.txt fetched once per host", not bad_robots,
-                        "1 request per host" if not bad_robots else f"requests per host: {bad_robots}"))
+    checks.append(
+        Check(
+            "robots.txt fetched once per host",
+            not bad_robots,
+            "1 request per host" if not bad_robots else f"requests per host: {bad_robots}",
+        )
+    )
 
     # Politeness: the gap between two request arrivals on one host (robots.txt included).
     gaps = {ip: served.min_gap(ip) for ip in spec.hosts}
@@ -460,9 +569,11 @@ def _checks(args: argparse.Namespace, spec: SiteSpec, served: ServedSite, record
     else:
         ok, types, err = warc_index(warcs)
         answered = sum(1 for r in served.requests() if r["path"] != "/robots.txt" and r["status"] is not None)
-        detail = (f"`warcio index` on {len(warcs)} file(s): exit {'0' if ok else 'non-zero'}, "
-                  f"records {dict(types)}; {types.get('response', 0)} response records for {answered} answered "
-                  "page requests")
+        detail = (
+            f"`warcio index` on {len(warcs)} file(s): exit {'0' if ok else 'non-zero'}, "
+            f"records {dict(types)}; {types.get('response', 0)} response records for {answered} answered "
+            "page requests"
+        )
         if err and not ok:
             detail += f"; stderr: {err}"
         checks.append(Check("WARC readable by warcio index", ok and types.get("response", 0) == answered, detail))

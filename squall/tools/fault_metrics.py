@@ -44,8 +44,9 @@ def lost_urls(expected: Iterable[str], records: Mapping[str, Mapping[str, Any]])
     return {u for u in expected if (records.get(u) or {}).get("status") not in FINAL}
 
 
-def repeat_counts(requests: Iterable[Mapping[str, Any]], port: int,
-                  scripted_answers: Mapping[str, int]) -> Counter[str]:
+def repeat_counts(
+    requests: Iterable[Mapping[str, Any]], port: int, scripted_answers: Mapping[str, int]
+) -> Counter[str]:
     """URL → requests beyond its scripted answers (default 1), robots.txt excluded; only URLs with repeats."""
     asked: Counter[str] = Counter(page_url(r, port) for r in requests if r["path"] != ROBOTS_PATH)
     return Counter({u: n - scripted_answers.get(u, 1) for u, n in asked.items() if n > scripted_answers.get(u, 1)})
@@ -63,8 +64,9 @@ class Violation:
     rule: str  # "delay" or "retry-after"
 
 
-def politeness_violations(requests: Sequence[Mapping[str, Any]], delay_s: Mapping[str, float],
-                          default_delay_s: float) -> list[Violation]:
+def politeness_violations(
+    requests: Sequence[Mapping[str, Any]], delay_s: Mapping[str, float], default_delay_s: float
+) -> list[Violation]:
     """Requests closer to the previous one of their host than its delay, or inside a Retry-After.
 
     ``delay_s``: host ip → delay in force (s) between two request starts
@@ -88,8 +90,11 @@ def politeness_violations(requests: Sequence[Mapping[str, Any]], delay_s: Mappin
             if gap < need:
                 out.append(Violation(ip, cur["path"], cur["t"], gap, need, "delay"))
             elif cur["t"] < blocked_until:
-                out.append(Violation(ip, cur["path"], cur["t"], cur["t"] - blocked_from,
-                                     blocked_until - blocked_from, "retry-after"))
+                out.append(
+                    Violation(
+                        ip, cur["path"], cur["t"], cur["t"] - blocked_from, blocked_until - blocked_from, "retry-after"
+                    )
+                )
     return out
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from squall.cli.seed import SeedLine, produce_seeds
-from squall.settings import ROOT, Settings, load_settings
 from squall.cli.status import Report, collect, wait_idle
+from squall.settings import ROOT, Settings, load_settings
 
 
 class Crawl:
@@ -35,8 +35,9 @@ class Crawl:
     top of the defaults and a per-crawl ``topology.id``, data and WARC dirs.
     """
 
-    def __init__(self, workdir: Path, bootstrap: str, overrides: Mapping[str, Any] | None = None,
-                 topology_id: str | None = None) -> None:
+    def __init__(
+        self, workdir: Path, bootstrap: str, overrides: Mapping[str, Any] | None = None, topology_id: str | None = None
+    ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.topology_id = topology_id or f"squall-{uuid.uuid4().hex[:10]}"
@@ -67,9 +68,16 @@ class Crawl:
         """The table directory of worker ``name`` (one per worker: partitions move through changelogs)."""
         return self.workdir / "data" / name
 
-    def start_worker(self, name: str = "w1", web_port: int | None = None, *, wipe: bool = False,
-                     cwd: Path | None = None, datadir: Path | None = None,
-                     datadir_option: bool = True) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self,
+        name: str = "w1",
+        web_port: int | None = None,
+        *,
+        wipe: bool = False,
+        cwd: Path | None = None,
+        datadir: Path | None = None,
+        datadir_option: bool = True,
+    ) -> subprocess.Popen[bytes]:
         """Start ``faust -A topology --datadir DIR worker`` (its own data dir and log file) and return the process.
 
         ``web_port``: serve the worker's web pages (``/metrics``) on 127.0.0.1
@@ -85,11 +93,21 @@ class Crawl:
             shutil.rmtree(datadir, ignore_errors=True)
         env = dict(self._env, SQUALL_CONF=str(self.conf_path))
         log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (owned by the process)
-        cmd = [sys.executable, "-m", "faust", "-A", "topology",
-               *(["--datadir", str(datadir)] if datadir_option else []), "worker", "-l", "info",
-               *(["--web-port", str(web_port)] if web_port else ["--without-web"])]
-        proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "faust",
+            "-A",
+            "topology",
+            *(["--datadir", str(datadir)] if datadir_option else []),
+            "worker",
+            "-l",
+            "info",
+            *(["--web-port", str(web_port)] if web_port else ["--without-web"]),
+        ]
+        proc = subprocess.Popen(
+            cmd, cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.workers[name] = proc
         return proc
 
@@ -120,8 +138,9 @@ class Crawl:
             raise ValueError(f"bad seeds: {bad}")
         return asyncio.run(produce_seeds(self.settings, lines))
 
-    def wait_idle(self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None,
-                  max_wait_s: float = 60.0) -> Report:
+    def wait_idle(
+        self, timeout_s: float = 300.0, on_report: Callable[[Report], None] | None = None, max_wait_s: float = 60.0
+    ) -> Report:
         """Wait until nothing is due, in flight or unconsumed, and no URL waits for a Retry-After,
         robots.txt retry or back-off ending within ``max_wait_s`` seconds; raise if a worker died.
 
@@ -131,10 +150,15 @@ class Crawl:
         while True:
             for name, proc in self.workers.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"worker {name} exited with {proc.returncode}; see {self.workdir}/worker-{name}.log")
+                    raise RuntimeError(
+                        f"worker {name} exited with {proc.returncode}; see {self.workdir}/worker-{name}.log"
+                    )
             remaining = deadline - time.monotonic()
-            report = asyncio.run(wait_idle(self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining)),
-                                           max_wait_s=max_wait_s))
+            report = asyncio.run(
+                wait_idle(
+                    self.settings, min(10.0 if on_report is None else 3.0, max(1.0, remaining)), max_wait_s=max_wait_s
+                )
+            )
             if on_report is not None:
                 on_report(report)
             if report.settled(max_wait_s) and report.by_status:
@@ -154,15 +178,15 @@ class Crawl:
 
     def audit(self) -> dict[str, Any]:
         """``squall audit --json`` of this crawl: totals and one entry per host (``by_host``), worst first."""
-        from squall.policy.audit import summary
         from squall.cli.audit import collect_audits
+        from squall.policy.audit import summary
 
         return summary(asyncio.run(collect_audits(self.settings)))
 
     def warc_files(self) -> list[Path]:
         return sorted((self.workdir / "warc").glob("*.warc.gz"))
 
-    def __enter__(self) -> "Crawl":
+    def __enter__(self) -> Crawl:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -111,7 +111,9 @@ async def ensure_topics(
         if missing:
             new = [
                 NewTopic(
-                    name, wanted[name], replication,
+                    name,
+                    wanted[name],
+                    replication,
                     topic_configs={k: str(v) for k, v in ((configs or {}).get(name) or {}).items()},
                 )
                 for name in missing
@@ -166,7 +168,10 @@ async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None
     async with _admin(bootstrap) as admin:
         for item in await admin.describe_topics(None):
             if item["topic"] == topic and item["error_code"] == 0 and item["partitions"]:
-                return [TopicPartition(topic, p["partition"]) for p in sorted(item["partitions"], key=lambda p: p["partition"])]
+                return [
+                    TopicPartition(topic, p["partition"])
+                    for p in sorted(item["partitions"], key=lambda p: p["partition"])
+                ]
     return None
 
 

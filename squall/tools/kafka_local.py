@@ -258,15 +258,23 @@ def resolve_jars(timeout_s: float = 900.0) -> Path:
         raise KafkaSetupError(f"{POM_FILE} is missing (squall must run from its source tree)")
     mvn = os.environ.get("SQUALL_MVN") or shutil.which("mvn")
     if not mvn:
-        raise KafkaSetupError("Apache Maven (mvn) is not on PATH; install it (e.g. apt-get install maven) or set SQUALL_MVN")
+        raise KafkaSetupError(
+            "Apache Maven (mvn) is not on PATH; install it (e.g. apt-get install maven) or set SQUALL_MVN"
+        )
     with _locked(libs.parent / ".lock"):
         if jars_complete(libs):
             return libs
         tmp = libs.parent / f"libs.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         cmd = [
-            mvn, "-q", "-B", "-f", str(POM_FILE), "dependency:copy-dependencies",
-            f"-DoutputDirectory={tmp}", "-DincludeScope=runtime",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM_FILE),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={tmp}",
+            "-DincludeScope=runtime",
         ]
         repo = os.environ.get("SQUALL_MAVEN_REPO")
         if repo:
@@ -367,7 +375,7 @@ async def is_answering_async(bootstrap: str, timeout_s: float = 5.0) -> bool:
                 await admin.start()
                 cluster = await admin.describe_cluster()
             return bool(cluster.get("brokers"))
-        except Exception:  # noqa: BLE001 - any failure means "not answering"
+        except Exception:
             return False
         finally:
             with contextlib.suppress(Exception):
@@ -438,7 +446,9 @@ def _java() -> str:
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
-        raise KafkaSetupError("java is not on PATH; Kafka 4 needs a JDK/JRE 17+ (e.g. apt-get install openjdk-17-jre-headless)")
+        raise KafkaSetupError(
+            "java is not on PATH; Kafka 4 needs a JDK/JRE 17+ (e.g. apt-get install openjdk-17-jre-headless)"
+        )
     return found
 
 
@@ -471,11 +481,21 @@ def _format_storage(paths: _Paths, java: str, libs: Path) -> None:
         return
     paths.data.mkdir(parents=True, exist_ok=True)
     cmd = [
-        java, *_jvm_args(paths), "-cp", str(libs / "*"),
-        "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(paths.props),
+        java,
+        *_jvm_args(paths),
+        "-cp",
+        str(libs / "*"),
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        new_cluster_id(),
+        "-c",
+        str(paths.props),
     ]
     try:
-        proc = subprocess.run(cmd, cwd=paths.state, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            cmd, cwd=paths.state, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise KafkaSetupError(f"could not run kafka.tools.StorageTool format: {exc}") from exc
     if proc.returncode != 0:
@@ -540,7 +560,9 @@ def up(
         paths.pid.unlink(missing_ok=True)
         bind = _bind_host(host)
         if tcp_open(bind, port):
-            raise KafkaSetupError(f"{_hostport(bind, port)} is in use by something that does not answer as a Kafka broker")
+            raise KafkaSetupError(
+                f"{_hostport(bind, port)} is in use by something that does not answer as a Kafka broker"
+            )
         if tcp_open(bind, controller_port(port)):
             raise KafkaSetupError(
                 f"controller port {_hostport(bind, controller_port(port))} (broker port + 1) is in use by another process"
@@ -560,8 +582,13 @@ def up(
             out.flush()
             try:
                 proc = subprocess.Popen(
-                    cmd, cwd=paths.state, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, close_fds=True,
+                    cmd,
+                    cwd=paths.state,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
                 )
             except OSError as exc:
                 raise KafkaSetupError(f"could not start {java}: {exc}") from exc

@@ -77,7 +77,7 @@ class Page:
     delay_s: float = 0.0
 
     @classmethod
-    def redirect(cls, to: str, status: int = 301) -> "Page":
+    def redirect(cls, to: str, status: int = 301) -> Page:
         """A redirect to ``to`` (relative, or absolute with ``{port}``)."""
         return cls(status=status, location=to)
 
@@ -88,15 +88,24 @@ class Page:
             body = body.replace(PORT, str(port)).encode("utf-8")
         if not (self.links or self.nofollow_links) and (body or self.title is None):
             return body
-        anchors = "".join(f'<li><a href="{html.escape(h.replace(PORT, str(port)))}">{html.escape(h)}</a></li>\n'
-                          for h in self.links)
-        anchors += "".join(f'<li><a rel="nofollow" href="{html.escape(h.replace(PORT, str(port)))}">'
-                           f"{html.escape(h)}</a></li>\n" for h in self.nofollow_links)
+        anchors = "".join(
+            f'<li><a href="{html.escape(h.replace(PORT, str(port)))}">{html.escape(h)}</a></li>\n' for h in self.links
+        )
+        anchors += "".join(
+            f'<li><a rel="nofollow" href="{html.escape(h.replace(PORT, str(port)))}">{html.escape(h)}</a></li>\n'
+            for h in self.nofollow_links
+        )
         block = f"<ul>\n{anchors}</ul>\n".encode()
         if not body:
             title = html.escape(self.title or "page")
-            return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
-                    f"<body><h1>{title}</h1>\n").encode() + block + b"</body></html>\n"
+            return (
+                (
+                    f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+                    f"<body><h1>{title}</h1>\n"
+                ).encode()
+                + block
+                + b"</body></html>\n"
+            )
         idx = body.lower().rfind(b"</body>")
         return body + block if idx < 0 else body[:idx] + block + body[idx:]
 
@@ -169,8 +178,15 @@ class SiteSpec:
 
 # ---------------------------------------------------------------------- factories
 
-def generated_site(hosts: list[str], pages_per_host: int, *, disallow: str | None = "/private/",
-                   cross_links: bool = True, seed: int = 0) -> SiteSpec:
+
+def generated_site(
+    hosts: list[str],
+    pages_per_host: int,
+    *,
+    disallow: str | None = "/private/",
+    cross_links: bool = True,
+    seed: int = 0,
+) -> SiteSpec:
     """An interlinked site over ``hosts`` (loopback IPs), deterministic for a ``seed``.
 
     Per host: ``/`` links to ``/page/0`` … ``/page/<n-1>`` (so every public
@@ -192,8 +208,7 @@ def generated_site(hosts: list[str], pages_per_host: int, *, disallow: str | Non
         private = [f"{prefix}secret-{k}" for k in range(2)] if prefix else []
         pages: dict[str, Page | PageHandler] = {}
         index_links = [f"/page/{k}" for k in range(n)] + private + ["/meta-nofollow"]
-        pages["/"] = Page(title=f"host {i} index", links=tuple(index_links),
-                          nofollow_links=("/nofollow-target",))
+        pages["/"] = Page(title=f"host {i} index", links=tuple(index_links), nofollow_links=("/nofollow-target",))
         for k in range(n):
             local = rng.sample(range(n), min(3, n))
             links = [f"/page/{j}" for j in local if j != k]
@@ -206,12 +221,18 @@ def generated_site(hosts: list[str], pages_per_host: int, *, disallow: str | Non
             pages[p] = Page(title=f"host {i} private {p}", links=("/private-only-child",))
         pages["/nofollow-target"] = Page(title=f"host {i} nofollow target")
         pages["/meta-nofollow"] = Page(
-            body=(f'<!DOCTYPE html><html><head><meta name="robots" content="nofollow">'
-                  f"<title>host {i} meta nofollow</title></head><body>"
-                  f'<a href="/meta-target">only here</a></body></html>'))
+            body=(
+                f'<!DOCTYPE html><html><head><meta name="robots" content="nofollow">'
+                f"<title>host {i} meta nofollow</title></head><body>"
+                f'<a href="/meta-target">only here</a></body></html>'
+            )
+        )
         pages["/meta-target"] = Page(title=f"host {i} meta target")
-        robots = (RobotsSpec(text=f"User-agent: *\nDisallow: {prefix}\n") if prefix
-                  else RobotsSpec(text="User-agent: *\nAllow: /\n"))
+        robots = (
+            RobotsSpec(text=f"User-agent: *\nDisallow: {prefix}\n")
+            if prefix
+            else RobotsSpec(text="User-agent: *\nAllow: /\n")
+        )
         spec.hosts[ip] = HostSpec(pages=pages, robots=robots)
     return spec
 
@@ -235,12 +256,21 @@ SPA_APP_JS = """(function () {
 def spa_shell(title: str, script: str = "") -> Page:
     """An application shell: an empty ``#root``, ``/app.js`` and an optional inline ``script`` ({port} allowed)."""
     inline = f"<script>{script}</script>" if script else ""
-    return Page(body=(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
-                      f'<body><div id="root"></div><script src="/app.js"></script>{inline}</body></html>'))
+    return Page(
+        body=(
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
+            f'<body><div id="root"></div><script src="/app.js"></script>{inline}</body></html>'
+        )
+    )
 
 
-def spa_host(links: dict[str, list[str]], *, scripts: dict[str, str] | None = None,
-             robots: RobotsSpec | None = None, extra: dict[str, Page | PageHandler] | None = None) -> HostSpec:
+def spa_host(
+    links: dict[str, list[str]],
+    *,
+    scripts: dict[str, str] | None = None,
+    robots: RobotsSpec | None = None,
+    extra: dict[str, Page | PageHandler] | None = None,
+) -> HostSpec:
     """A single-page application: each path of ``links`` is a :func:`spa_shell` whose links exist only
     after ``/app.js`` ran (it fetches them from ``/api<path>.json``; ``/`` uses ``/api/index.json``).
 
@@ -298,6 +328,7 @@ def _is_utf8(f: Path) -> bool:
 
 
 # ---------------------------------------------------------------------- replay helpers
+
 
 def _robots_rules(spec: SiteSpec, ip: str, port: int, hops: int = 0) -> Protego | bool:
     """Steady-state robots rules of host ``ip``: a parser, True (allow all) or False (disallow all).

@@ -44,9 +44,9 @@ import inspect
 import json
 import signal
 import sys
+import threading
 import time
 import zlib
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import date, timedelta
@@ -65,6 +65,7 @@ _CAL_DEFAULT = date(2020, 1, 1)
 
 
 # ---------------------------------------------------------------------- server
+
 
 class RecordingServer:
     """Serves a :class:`SiteSpec` on its hosts' loopback addresses, one port, recording every request.
@@ -88,7 +89,7 @@ class RecordingServer:
 
     # ---------------------------------------------------------------- lifecycle
 
-    async def __aenter__(self) -> "RecordingServer":
+    async def __aenter__(self) -> RecordingServer:
         await self.start()
         return self
 
@@ -171,13 +172,19 @@ class RecordingServer:
     # ---------------------------------------------------------------- serving
 
     @web.middleware
-    async def _record(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                      ) -> web.StreamResponse:
+    async def _record(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         entry: dict[str, Any] = {
-            "host": request.host, "ip": sock[0] if sock else "", "path": request.raw_path,
-            "method": request.method, "t": time.time(), "ua": request.headers.get("User-Agent", ""),
-            "status": None, "if_none_match": request.headers.get("If-None-Match"),
+            "host": request.host,
+            "ip": sock[0] if sock else "",
+            "path": request.raw_path,
+            "method": request.method,
+            "t": time.time(),
+            "ua": request.headers.get("User-Agent", ""),
+            "status": None,
+            "if_none_match": request.headers.get("If-None-Match"),
         }
         self._requests.append(entry)
         try:
@@ -280,7 +287,6 @@ class RecordingServer:
         return web.Response(body=body, headers=headers)
 
 
-
 class ThreadedSite:
     """A :class:`RecordingServer` on its own event loop in a daemon thread (tests drive it synchronously).
 
@@ -312,8 +318,7 @@ class ThreadedSite:
     def page_requests(self) -> Counter[str]:
         """How many times each URL (robots.txt excluded) was requested."""
         port = self.server.port
-        return Counter(f"http://{r['ip']}:{port}{r['path']}" for r in self.requests()
-                                   if r["path"] != "/robots.txt")
+        return Counter(f"http://{r['ip']}:{port}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt")
 
     def start_times(self, ip: str) -> list[float]:
         """Arrival times of every request to host ``ip`` (robots.txt included), sorted."""
@@ -358,13 +363,16 @@ def _calendar(request: web.Request) -> bytes | None:
         return None
     path = request.path
     prev_day, next_day = day - timedelta(days=1), day + timedelta(days=1)
-    return (f"<!DOCTYPE html><html><head><title>Calendar {day.isoformat()}</title></head><body>"
-            f"<h1>{day.isoformat()}</h1>"
-            f'<a href="{path}?d={prev_day.isoformat()}">previous</a> '
-            f'<a href="{path}?d={next_day.isoformat()}">next</a></body></html>').encode()
+    return (
+        f"<!DOCTYPE html><html><head><title>Calendar {day.isoformat()}</title></head><body>"
+        f"<h1>{day.isoformat()}</h1>"
+        f'<a href="{path}?d={prev_day.isoformat()}">previous</a> '
+        f'<a href="{path}?d={next_day.isoformat()}">next</a></body></html>'
+    ).encode()
 
 
 # ---------------------------------------------------------------------- CLI
+
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m squall.tools.testsite", description=__doc__.split("\n")[0])
@@ -393,8 +401,18 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with RecordingServer(spec, port=args.port, log_path=args.log) as server:
         expected, disallowed = spec.replay(server.port, args.agent)
-        print(json.dumps({"port": server.port, "seeds": server.seeds, "log": args.log,
-                          "expected": sorted(expected), "disallowed": sorted(disallowed)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "port": server.port,
+                    "seeds": server.seeds,
+                    "log": args.log,
+                    "expected": sorted(expected),
+                    "disallowed": sorted(disallowed),
+                }
+            ),
+            flush=True,
+        )
         await stop.wait()
 
 

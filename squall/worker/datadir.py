@@ -73,8 +73,11 @@ def lock_datadir(path: Path) -> IO[str]:
         lock.seek(0)
         holder = lock.read().strip() or "unknown"
         lock.close()
-        raise DataDirError(path, f"is in use by another worker (pid {holder}); "
-                                 "give each worker its own: faust -A topology --datadir DIR worker") from None
+        raise DataDirError(
+            path,
+            f"is in use by another worker (pid {holder}); "
+            "give each worker its own: faust -A topology --datadir DIR worker",
+        ) from None
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
@@ -82,7 +85,9 @@ def lock_datadir(path: Path) -> IO[str]:
     return lock
 
 
-def open_datadir(configured: str, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> tuple[Path, IO[str]]:
+def open_datadir(
+    configured: str, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> tuple[Path, IO[str]]:
     """:func:`resolve_datadir` then :func:`lock_datadir`: the directory and its held lock."""
     path = resolve_datadir(configured, os.environ if environ is None else environ, Path.cwd() if cwd is None else cwd)
     return path, lock_datadir(path)

@@ -14,11 +14,11 @@ import faust
 import faust.exceptions
 
 import squall.worker.kafka_consumer
-from squall.worker.datadir import open_datadir
 from squall.errors import DataDirError
+from squall.settings import Settings
+from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
-from squall.settings import Settings
 
 
 class SquallWorker(faust.Worker):
@@ -29,7 +29,7 @@ class SquallWorker(faust.Worker):
     use (or not creatable) stops the worker with one line, before its banner.
     """
 
-    def __init__(self, app: SquallApp, *args, **kwargs) -> None:  # noqa: ANN002,ANN003 (faust.Worker's)
+    def __init__(self, app: SquallApp, *args, **kwargs) -> None:
         settings = app.squall_settings
         try:
             path, self.datadir_lock = open_datadir(settings.topology_data_dir)
@@ -40,10 +40,12 @@ class SquallWorker(faust.Worker):
             app.conf.datadir = path
             # static membership (KIP-345): a stable id per worker, unique thanks to the locked datadir
             app.conf.consumer_group_instance_id = group_instance_id(  # type: ignore[assignment]  # None: dynamic
-                settings.kafka_group_instance_id, socket.gethostname(), path)
+                settings.kafka_group_instance_id, socket.gethostname(), path
+            )
         # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
-        self.outage_filter = install_outage_filter(settings.kafka_outage_log_interval_secs,
-                                                   settings.kafka_outage_quiet_secs)
+        self.outage_filter = install_outage_filter(
+            settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
+        )
         super().__init__(app, *args, **kwargs)
 
 

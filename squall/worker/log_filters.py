@@ -16,16 +16,24 @@ import time
 
 from squall.worker.outage_log import OutageLog, is_outage_message
 
-AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.client", "aiokafka.cluster",
-                    "aiokafka.consumer.fetcher", "aiokafka.consumer.group_coordinator",
-                    "aiokafka.consumer.consumer", "aiokafka.producer.sender", "aiokafka.producer.producer")
+AIOKAFKA_LOGGERS = (
+    "aiokafka",
+    "aiokafka.conn",
+    "aiokafka.client",
+    "aiokafka.cluster",
+    "aiokafka.consumer.fetcher",
+    "aiokafka.consumer.group_coordinator",
+    "aiokafka.consumer.consumer",
+    "aiokafka.producer.sender",
+    "aiokafka.producer.producer",
+)
 log = logging.getLogger("squall.broker")
 
 
 class BrokerOutageFilter(logging.Filter):
     """Drops repeated broker-unreachable records; the first one is rewritten to say so."""
 
-    def __init__(self, outage: OutageLog, clock=time.monotonic) -> None:  # noqa: ANN001
+    def __init__(self, outage: OutageLog, clock=time.monotonic) -> None:
         super().__init__()
         self.outage = outage
         self.clock = clock

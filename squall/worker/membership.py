@@ -55,5 +55,5 @@ def group_instance_id(template: str, hostname: str, datadir: Path) -> str | None
     clean = _NOT_ALLOWED.sub("_", raw)
     if len(clean) > MAX_LEN:
         digest = hashlib.sha1(raw.encode()).hexdigest()[:12]
-        clean = f"{digest}-{clean[-(MAX_LEN - 13):]}"
+        clean = f"{digest}-{clean[-(MAX_LEN - 13) :]}"
     return clean

@@ -30,19 +30,38 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.fetch_results = Counter("squall_fetch_results", "Results of handed-out URLs by status and reason "
-                                     "('' = none; a robots denial is a result without a request)",
-                                     ["status", "reason"], registry=r)
-        self.fetched_bytes = Counter("squall_fetched_bytes", "Response body bytes received (pages, decoded)",
-                                     registry=r)
-        self.fetch_latency = Histogram("squall_fetch_duration_seconds", "Page fetch time, request start to body end (s)",
-                                       buckets=LATENCY_BUCKETS_S, registry=r)
-        self.robots_fetches = Counter("squall_robots_fetches", "robots.txt fetches by outcome "
-                                      "(status class, 429, unreachable)", ["outcome"], registry=r)
-        self.audit_requests = Counter("squall_audit_requests", "Requests recorded by the politeness audit "
-                                      "(pages, robots.txt and its redirect hops)", registry=r)
-        self.audit_violations = Counter("squall_audit_violations", "Requests that started before the delay in "
-                                        "force or inside a Retry-After/back-off block (must stay 0)", registry=r)
+        self.fetch_results = Counter(
+            "squall_fetch_results",
+            "Results of handed-out URLs by status and reason "
+            "('' = none; a robots denial is a result without a request)",
+            ["status", "reason"],
+            registry=r,
+        )
+        self.fetched_bytes = Counter(
+            "squall_fetched_bytes", "Response body bytes received (pages, decoded)", registry=r
+        )
+        self.fetch_latency = Histogram(
+            "squall_fetch_duration_seconds",
+            "Page fetch time, request start to body end (s)",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.robots_fetches = Counter(
+            "squall_robots_fetches",
+            "robots.txt fetches by outcome (status class, 429, unreachable)",
+            ["outcome"],
+            registry=r,
+        )
+        self.audit_requests = Counter(
+            "squall_audit_requests",
+            "Requests recorded by the politeness audit (pages, robots.txt and its redirect hops)",
+            registry=r,
+        )
+        self.audit_violations = Counter(
+            "squall_audit_violations",
+            "Requests that started before the delay in force or inside a Retry-After/back-off block (must stay 0)",
+            registry=r,
+        )
         for outcome in ROBOTS_OUTCOMES:  # export every outcome from the start (0 is information)
             self.robots_fetches.labels(outcome=outcome)
 
@@ -83,4 +102,4 @@ class RateWindow:
 
 def top_keys(counts: Iterable[tuple[str, int]], n: int) -> list[str]:
     """The ``n`` keys with the highest counts (ties by key), for the per-host series."""
-    return [k for k, _ in sorted(counts, key=lambda kv: (-kv[1], kv[0]))[:max(n, 0)]]
+    return [k for k, _ in sorted(counts, key=lambda kv: (-kv[1], kv[0]))[: max(n, 0)]]

@@ -31,8 +31,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def committable_offset(acked: Sequence[int], committed: int | None,
-                       first_unacked: int | None) -> tuple[int | None, int]:
+def committable_offset(
+    acked: Sequence[int], committed: int | None, first_unacked: int | None
+) -> tuple[int | None, int]:
     """The offset to commit and how many leading entries of ``acked`` it covers.
 
     ``acked``: acknowledged offsets not committed yet, sorted ascending, no

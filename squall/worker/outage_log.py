@@ -21,7 +21,8 @@ OUTAGE_PATTERNS = re.compile(
     r"Unable connect to|Unable to update metadata|Unable to request metadata|Failed fetch messages"
     r"|Group Coordinator Request failed|Got error produce response|NodeNotReadyError|KafkaConnectionError"
     r"|Connection (?:at .* )?(?:closed|lost|refused)|Marking the coordinator dead"
-    r"|Heartbeat session expired|Coordinator .* is not available|Metadata update failed")
+    r"|Heartbeat session expired|Coordinator .* is not available|Metadata update failed"
+)
 
 
 def is_outage_message(logger_name: str, message: str) -> bool:
@@ -48,7 +49,7 @@ class OutageLog:
         if self.down_since_s is None:
             self.down_since_s = self.last_summary_s = now_s
             self.suppressed = 0
-            return (f"broker unreachable: {message} (repeats are summarised every {self.interval_s:g} s)")
+            return f"broker unreachable: {message} (repeats are summarised every {self.interval_s:g} s)"
         self.suppressed += 1
         return None
 
@@ -58,12 +59,16 @@ class OutageLog:
             return None
         down_for = now_s - self.down_since_s
         if now_s - self.last_error_s >= self.quiet_s:
-            line = (f"broker reachable again after {self.last_error_s - self.down_since_s:.1f} s "
-                    f"({self.suppressed} client errors suppressed)")
+            line = (
+                f"broker reachable again after {self.last_error_s - self.down_since_s:.1f} s "
+                f"({self.suppressed} client errors suppressed)"
+            )
             self.down_since_s = None
             return line
         if now_s - self.last_summary_s >= self.interval_s:
             self.last_summary_s = now_s
-            return (f"broker still unreachable after {down_for:.0f} s ({self.suppressed} client errors "
-                    f"suppressed; last: {self.last_message})")
+            return (
+                f"broker still unreachable after {down_for:.0f} s ({self.suppressed} client errors "
+                f"suppressed; last: {self.last_message})"
+            )
         return None
