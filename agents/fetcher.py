@@ -43,6 +43,7 @@ resolves elsewhere now is handed back to move to its new key
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -178,7 +179,7 @@ class FetcherRuntime:
         its partition was revoked while the URL waited.
         """
         granted: asyncio.Future[HandBack | None] = asyncio.get_running_loop().create_future()
-        while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):
+        while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):  # noqa: ASYNC110
             await asyncio.sleep(QUEUE_FULL_RETRY_S)  # queue at fetcher.max.queue.size: hold the item
         self.wakeup.set()
         hand_back = await granted
@@ -273,23 +274,21 @@ class FetcherRuntime:
             ready = self.queues.next_ready_at_s()
             timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready - now)
             self.wakeup.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), timeout)
-            except TimeoutError:
-                pass
 
 
 runtime = FetcherRuntime()
 
 
-@app.on_before_shutdown.connect
+@app.on_before_shutdown.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _close_on_shutdown(sender, **kwargs) -> None:
     """Close what the fetcher opened, once the consumer has stopped: the WARC file, HTTP sessions, the browser."""
     await runtime.close()
     await close_pool()
 
 
-@app.on_partitions_revoked.connect
+@app.on_partitions_revoked.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _drop_revoked(sender, revoked, **kwargs) -> None:
     runtime.revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
 
@@ -430,6 +429,7 @@ async def _robots_turn(
 ) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
+        assert runtime.http is not None  # started before the first hand-out
         entry, rules = await runtime.robots.refresh(origin, runtime.http, lambda: _hop_pause(msg.key), address)
     except BlockedAddress as exc:  # SSRF guard: the origin's address is refused, nothing was requested
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
@@ -525,6 +525,7 @@ async def _refresh_robots(origin: str, key: str, event) -> None:
         turn = await runtime.turn(key)
         if isinstance(turn, HandBack):
             return  # the host is blocked: refresh later
+        assert runtime.http is not None  # started before the first hand-out
         try:
             entry, rules = await runtime.robots.refresh(
                 origin, runtime.http, lambda: _hop_pause(key), key if BY_IP and is_ip_literal(key) else None

@@ -128,7 +128,7 @@ class WorkerState:
 state = WorkerState()
 
 
-@app.on_rebalance_complete.connect
+@app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _rebuild_after_recovery(sender, **kwargs) -> None:
     actives = app.assignor.assigned_actives()
     partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}

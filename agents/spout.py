@@ -50,13 +50,15 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     out: list[FetchMessage] = []
     for key, urls in index.pop_due(now_s, PER_BUCKET):
         host = load_host(key)
-        records = [r for r in (_record(u) for u in urls) if r is not None and r.next_fetch_at_s is not None]
+        records = [
+            (r, r.next_fetch_at_s) for r in map(_record, urls) if r is not None and r.next_fetch_at_s is not None
+        ]
         places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
         eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
-        due = [r for r in records if r.next_fetch_at_s <= now_s][: max(0, places)] if eligible_at <= now_s else []
-        for r in records:
+        due = [r for r, at_s in records if at_s <= now_s][: max(0, places)] if eligible_at <= now_s else []
+        for r, at_s in records:
             if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
-                index.push(key, r.url, r.next_fetch_at_s, r.priority)
+                index.push(key, r.url, at_s, r.priority)
         if due:
             host = host.with_handout([r.url for r in due], now_s)
             save_host(host)

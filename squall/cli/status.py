@@ -161,7 +161,7 @@ def duration(seconds: float | None) -> str:
     """``1h02m``, ``3m05s`` or ``12s``; ``-`` for None."""
     if seconds is None:
         return "-"
-    s = int(round(seconds))
+    s = round(seconds)
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"

@@ -186,7 +186,7 @@ class DeclaredLengthFramer:
             return 0
         lengths: set[str] = set()
         for line in lines[1:]:
-            name, sep, value = line.partition(":")
+            name, _, value = line.partition(":")
             name = name.strip().lower()
             if name == "transfer-encoding":
                 return None  # chunked (or worse): framed by its encoding, not by length

@@ -369,7 +369,7 @@ def _translate(exc: BaseException, url: str) -> FetchError:
         return exc
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # ServerTimeoutError is one
         return FetchError(Reason.FETCH_TIMEOUT, detail)
-    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc, socket.gaierror):
+    if isinstance(exc, (aiohttp.ClientConnectorDNSError, socket.gaierror)):
         return FetchError(Reason.FETCH_DNS, detail)
     if isinstance(exc, aiohttp.ClientSSLError):
         return FetchError(Reason.FETCH_PROTOCOL, detail)

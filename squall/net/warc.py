@@ -246,7 +246,7 @@ class WarcWriter:
             path = self.directory / f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
             self._serial += 1
             try:
-                self._file = open(path, "xb")  # "x": never clobber another worker's file
+                self._file = open(path, "xb")  # noqa: SIM115  # open until rotated; "x": never clobber another file
                 break
             except FileExistsError:
                 continue

@@ -129,7 +129,7 @@ def record_request(
             changes["min_margin_s"] = margin
     if too_soon or inside:
         v = Violation(start_s=start_s, gap_s=gap, required_delay_s=required_delay_s, blocked_until_s=block_until)
-        changes.update(violations=a.violations + 1, recent=(a.recent + (v,))[-WORST_KEPT:])
+        changes.update(violations=a.violations + 1, recent=((*a.recent, v))[-WORST_KEPT:])
     return replace(
         a,
         requests=a.requests + 1,

@@ -311,7 +311,7 @@ def report(
             StatusMessage(
                 url=outcome.redirect_to,
                 depth=msg.depth,
-                chain=msg.chain + [msg.url],
+                chain=[*msg.chain, msg.url],
                 metadata={k: v for k, v in metadata.items() if k != ROBOTS_DELAY_KEY and not k.startswith("parse.")},
             )
         )

@@ -55,5 +55,5 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
     return replace(
         host.with_pace(pace),
         in_flight=in_flight,
-        seen_fetch_ids=(host.seen_fetch_ids + [signal.fetch_id])[-remembered:],
+        seen_fetch_ids=([*host.seen_fetch_ids, signal.fetch_id])[-remembered:],
     )

@@ -23,7 +23,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
 from squall.policy.records import Reason
@@ -31,8 +31,8 @@ from squall.policy.records import Reason
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ALLOW_KEY = "http.private.networks.allow"
 RESOLVE_KEY = "http.resolve"

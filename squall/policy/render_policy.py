@@ -354,7 +354,7 @@ class SubresourceCache:
         entry = self._entries.get(url)
         if entry is None:
             return None
-        stored_at, size, value = entry
+        stored_at, _, value = entry
         if now_s - stored_at >= self.ttl_s:
             self._remove(url)
             return None

@@ -194,7 +194,7 @@ def record_priority(priority: float | None) -> int:
     found in a page; 1.0 is +5, 0.0 is -5.
     """
     p = DEFAULT_ENTRY_PRIORITY if priority is None else priority
-    return int(math.floor((p - 0.5) * 10 + 0.5))
+    return math.floor((p - 0.5) * 10 + 0.5)
 
 
 def changefreq_interval_s(metadata: Mapping[str, Sequence[str]]) -> tuple[bool, float | None]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import itertools
 import json
 import logging
 import shutil
@@ -107,7 +108,7 @@ class ServedSite:
     def min_gap(self, ip: str) -> tuple[float, int]:
         """(smallest gap between two request arrivals on host ``ip``, robots.txt included; number of requests)."""
         times = sorted(r["t"] for r in self.requests() if r["ip"] == ip)
-        return min((b - a for a, b in zip(times, times[1:])), default=float("inf")), len(times)
+        return min((b - a for a, b in itertools.pairwise(times)), default=float("inf")), len(times)
 
 
 # ---------------------------------------------------------------------- checks

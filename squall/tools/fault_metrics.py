@@ -26,6 +26,7 @@ Definitions (tests/faults/README in the project README's "Fault suite"):
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ def politeness_violations(
         need = delay_s.get(ip, default_delay_s)
         blocked_until = float("-inf")
         blocked_from = 0.0
-        for prev, cur in zip(reqs, reqs[1:]):
+        for prev, cur in itertools.pairwise(reqs):
             gap = cur["t"] - prev["t"]
             retry = _retry_after_s(prev)
             if retry is not None:
@@ -119,7 +120,7 @@ def longest_silence(requests: Iterable[Mapping[str, Any]], start_s: float, end_s
     wanted = set(ips)
     times = sorted(r["t"] for r in requests if r["ip"] in wanted and start_s <= r["t"] <= end_s)
     edges = [start_s, *times, end_s]
-    return max((b - a for a, b in zip(edges, edges[1:])), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(edges)), default=0.0)
 
 
 def inflight_at(hosts: Mapping[str, Mapping[str, Any]], keys: Iterable[str] | None = None) -> set[str]:

@@ -347,9 +347,7 @@ def _robots_rules(spec: SiteSpec, ip: str, port: int, hops: int = 0) -> Protego 
         return _robots_rules(spec, target.hostname, port, hops + 1)
     if 200 <= status < 300:
         return Protego.parse(robots.text.replace(PORT, str(port)))
-    if 400 <= status < 500:
-        return True
-    return False
+    return 400 <= status < 500
 
 
 def _allowed(rules: Protego | bool, u: str, agent: str) -> bool:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import itertools
 import json
 import signal
 import sys
@@ -104,7 +105,7 @@ class RecordingServer:
         """
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.log_path, "a", encoding="utf-8")
+            self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: ASYNC230, SIM115  # kept open while serving
         ips = list(self.spec.hosts)
         last: OSError | None = None
         for _ in range(20 if self._want_port == 0 else 1):
@@ -326,7 +327,7 @@ class ThreadedSite:
 
     def min_gap(self, ip: str) -> float:
         times = self.start_times(ip)
-        return min((b - a for a, b in zip(times, times[1:])), default=float("inf"))
+        return min((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
 
 
 def _not_modified(request: web.Request, page: Page) -> bool:
