@@ -61,7 +61,7 @@ from agents.robots import RobotsService
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from agents.sitemaps import emit_robots_sitemaps
 from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
-from squall.net.http import HttpConfig, HttpFetcher
+from squall.net.http import FetchResult, HttpConfig, HttpFetcher
 from squall.net.warc import WarcWriter
 from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
@@ -448,16 +448,7 @@ async def _fetch_page(
     if isinstance(decision, fd.Skip):
         status, event_ended = fd.skipped(msg, decision, now)
         return [status], event_ended, turn.end(event_ended)
-    if msg.handed_out_at_s is not None and msg.handed_out_at_s < state.assigned_at.get(
-        partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s
-    ):
-        runtime.takeover_fetches += 1
-        log.info(
-            "squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
-            "take-over; %d so far)",
-            msg.url,
-            runtime.takeover_fetches,
-        )
+    _count_takeover_fetch(msg)
     await _token(msg.key)
     assert runtime.http is not None and runtime.warc is not None
     runtime.audit(msg.key)
@@ -479,19 +470,7 @@ async def _fetch_page(
         normalizer=NORMALIZER,
     )
     observe_fetch(result)
-    await asyncio.to_thread(
-        runtime.warc.write_fetch,
-        msg.url,
-        request_headers=result.request_headers,
-        status=result.status,
-        reason="",
-        response_headers=result.headers,
-        body=result.body,
-        ip=result.ip,
-        fetched_at_s=result.started_at_s,
-        truncated=result.truncated,
-        http_version=result.http_version,
-    )
+    await _archive(msg, result)
     if outcome.parse:  # a JavaScript page is rendered inside this turn (issue 12): it counts as a fetch of its host
         result = await render_step(msg, result, runtime)
     event_ended = fd.ended(
@@ -506,6 +485,37 @@ async def _fetch_page(
         etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
     )
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
+
+
+def _count_takeover_fetch(msg: FetchMessage) -> None:
+    """Count (and log) a fetch of a hand-out an earlier owner of the partition made: a repeat if it fetched it."""
+    since_s = state.assigned_at.get(partition_for_key(msg.key, PARTITIONS), msg.handed_out_at_s)
+    if msg.handed_out_at_s is not None and since_s is not None and msg.handed_out_at_s < since_s:
+        runtime.takeover_fetches += 1
+        log.info(
+            "squall: fetching %s handed out by an earlier owner (a repeat if it was fetched before the "
+            "take-over; %d so far)",
+            msg.url,
+            runtime.takeover_fetches,
+        )
+
+
+async def _archive(msg: FetchMessage, result: FetchResult) -> None:
+    """Write the request and response records of one fetch to the WARC file, off the event loop."""
+    assert runtime.warc is not None
+    await asyncio.to_thread(
+        runtime.warc.write_fetch,
+        msg.url,
+        request_headers=result.request_headers,
+        status=result.status,
+        reason="",
+        response_headers=result.headers,
+        body=result.body,
+        ip=result.ip,
+        fetched_at_s=result.started_at_s,
+        truncated=result.truncated,
+        http_version=result.http_version,
+    )
 
 
 def _audit_robots(origin: str, hop: int) -> None:

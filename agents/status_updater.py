@@ -108,6 +108,18 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     if partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
         return done
+    by_key = _group_by_key(msg, canon, key, url, partition, done)
+    for other in msg.rejected:
+        if partition_for_key(other, PARTITIONS) == partition:
+            by_key.setdefault(other, [])
+        else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
+            log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    _update_groups(msg, by_key, value, now_s, msg.rejected, done)
+    return done
+
+
+def _group_by_key(msg: StatusMessage, canon, key: str, url: str, partition: int, done: Handled) -> dict[str, list[str]]:
+    """The message's URLs of ``partition`` per partition key (``url`` first); others rerouted, bad ones dead."""
     by_key: dict[str, list[str]] = {key: [url]}
     owner: dict[str, int] = {key: partition}  # partition of each key met (murmur2 once per key)
     for more in msg.more_urls:
@@ -123,18 +135,24 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
             by_key.setdefault(other, []).append(canonical)
         else:
             done.reroutes.append((other.encode(), owner[other], _single(msg, more)))
-    for other in msg.rejected:
-        if partition_for_key(other, PARTITIONS) == partition:
-            by_key.setdefault(other, [])
-        else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
-            log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
-    for other, urls in by_key.items():
+    return by_key
+
+
+def _update_groups(
+    msg: StatusMessage,
+    by_key: dict[str, list[str]],
+    value: bytes,
+    now_s: float,
+    rejected: Mapping[str, Mapping[Reason, int]],
+    done: Handled,
+) -> None:
+    """Apply ``msg`` to each key's URLs (:func:`update`); a failure dead-letters the message and goes on."""
+    for key, urls in by_key.items():
         try:
-            update(msg, urls, other, now_s, msg.rejected.get(other))
+            update(msg, urls, key, now_s, rejected.get(key))
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
-            log.exception("squall: status update of %s failed", urls[0] if urls else other)
+            log.exception("squall: status update of %s failed", urls[0] if urls else key)
             done.dead.append((value, exc))
-    return done
 
 
 def _handle_by_address(
@@ -185,12 +203,7 @@ def _handle_by_address(
         if partition_for_key(name, PARTITIONS) == partition:
             rejected[name] = counts
             by_key.setdefault(name, [])
-    for key, group in by_key.items():
-        try:
-            update(msg, group, key, now_s, rejected.get(key))
-        except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
-            log.exception("squall: status update of %s failed", group[0] if group else key)
-            done.dead.append((value, exc))
+    _update_groups(msg, by_key, value, now_s, rejected, done)
     return done
 
 
