@@ -123,7 +123,9 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
 def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
     """The checks of :func:`check` that need nothing of the URL's host record, or ``None``.
 
-    Scheme and host form, the include/exclude expressions, depth, query
+    Scheme and host form, the host allow lists (``urlfilters.hosts.allow``,
+    ``urlfilters.domains.allow``; the seeded-hosts scope needs the host's
+    record), the include/exclude expressions, depth, query
     parameters and the URL-shape guards of :mod:`squall.policy.traps`: a URL they
     refuse is refused whatever its host, so the parse step applies them
     before sending an outlink (issue 7: no out-of-scope link through Kafka).
@@ -236,7 +238,7 @@ def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | Non
         host = parts.hostname
     except ValueError:
         return Reason.URL_HOST, None
-    before = _form(parts.scheme, host, config) or _regex(url, config)
+    before = _form(parts.scheme, host, config) or _host_by_name(host, config) or _regex(url, config)
     return before, None if before is not None else _shape(url, parts.query, config)
 
 
@@ -257,6 +259,17 @@ def _shape(url: str, query: str, config: ScopeConfig) -> Reason | None:
     if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
     return check_url(url, config.traps)
+
+
+def _host_by_name(host: str | None, config: ScopeConfig) -> Reason | None:
+    """``SCOPE_HOST`` when allow lists name the scope and ``host`` is outside it; None without lists.
+
+    Without allow lists the scope is "the seeds' hosts", which only the host's
+    record knows: the status updater judges that (:func:`check`).
+    """
+    if host is None or (not config.hosts_allow and not config.domains_allow):
+        return None
+    return None if _host_in_scope(host, False, config) else Reason.SCOPE_HOST
 
 
 def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:

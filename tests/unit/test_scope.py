@@ -269,6 +269,18 @@ def test_check_link_applies_the_include_and_exclude_expressions():
     assert check_link("https://example.com/docs/a.pdf", depth=0, config=config) is Reason.SCOPE_REGEX
 
 
+@pytest.mark.parametrize("url, expected", [
+    ("https://example.com/a", None),
+    ("https://docs.example.org/a", None),            # below an allowed domain
+    ("https://elsewhere.example.net/a", Reason.SCOPE_HOST),
+    ("https://127.0.0.1/a", Reason.SCOPE_HOST),       # an address is never below a domain
+])
+def test_check_link_applies_the_host_allow_lists_which_need_no_host_record(url, expected):
+    config = replace(OPEN, hosts_allow=frozenset({"example.com"}), domains_allow=frozenset({"example.org"}))
+    assert check_link(url, depth=0, config=config) is expected
+    assert admit(url, config, host_seeded=False) is expected  # the status updater's full check agrees
+
+
 @pytest.mark.parametrize("url, depth", [
     ("https://example.com/a", 10), ("https://example.com/a", 11), ("https://example.com/x/x/x/x", 0),
     ("https://example.com/a?a=1&b=2&c=3&d=4", 2), ("ftp://example.com/", 0),
