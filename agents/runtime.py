@@ -14,6 +14,7 @@ from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import release_at_s
+from squall.worker.offset_commit import StuckWatch
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
@@ -133,3 +134,14 @@ async def _rebuild_after_recovery(sender, **kwargs) -> None:
     actives = app.assignor.assigned_actives()
     partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}
     await state.rebuild(partitions)
+
+
+STUCK = StuckWatch(settings.kafka_stuck_partition_secs)
+
+
+@app.timer(5.0)
+async def _read_stuck_partitions_again() -> None:
+    """Issue 9: a stream partition whose messages stopped coming is read again (``kafka.stuck.partition.secs``)."""
+    read_again = getattr(app.consumer, "read_stuck_again", None)  # squall's consumer (squall.worker.kafka_consumer)
+    if read_again is not None and STUCK.after_s > 0:
+        await read_again(STUCK, time.time())

@@ -61,6 +61,12 @@ class SettingsFields:
     #: "reachable again" once no connection error came for kafka.outage.quiet.secs (s).
     kafka_outage_log_interval_secs: float = field(metadata={"key": "kafka.outage.log.interval.secs"})
     kafka_outage_quiet_secs: float = field(metadata={"key": "kafka.outage.quiet.secs"})
+    #: A stream partition of this worker whose committed offset has not moved for
+    #: this long (s) while the broker holds messages past it and none of them is in
+    #: processing here is read again from its committed offset (logged as a
+    #: WARNING): its messages stopped coming (issue 9's stranded messages after a
+    #: take-over). Checked every 5 s. 0 = off.
+    kafka_stuck_partition_secs: float = field(metadata={"key": "kafka.stuck.partition.secs"})
     #: How often (s) a worker checks its due queues and, when a host is due, sends
     #: a tick to that partition's tick topic so the spout hands out in the
     #: partition's own event (Faust table writes need a current event).

@@ -78,6 +78,7 @@ NOT_NEGATIVE = (
     "render.cache.size",
     "render.cache.ttl.secs",
     "kafka.producer.linger.secs",
+    "kafka.stuck.partition.secs",
 )
 # Durations (s) that must be > 0.
 POSITIVE = (

@@ -37,6 +37,8 @@ The hooks are private Faust API (``_filter_committable_offsets``,
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -45,13 +47,19 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, Message
 from mode import Service
 
-from squall.worker.offset_commit import committable_offset
+from squall.worker.offset_commit import StuckWatch, committable_offset
+
+log = logging.getLogger(__name__)
 
 
 class Consumer(aiokafka_driver.Consumer):
     """aiokafka-driver Consumer whose commits stop at the first unacknowledged offset."""
 
     skipped_unread: int = 0  # acknowledgements of messages no stream was given (fix 3), since start
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
 
     def _first_unacked(self) -> dict[TP, int]:
         """Lowest unacknowledged offset per partition among the messages read (one pass)."""
@@ -69,10 +77,84 @@ class Consumer(aiokafka_driver.Consumer):
         Returns True when the offset became committable, as Faust's does.
         """
         if not message.tracked and not message.acked and self.app.topics.acks_enabled_for(message.topic):
-            message.acked = True  # done for the stream; the seek after the rebalance reads it again
+            message.acked = True  # done for the stream; its offset stays uncommitted and it is read again
             self.skipped_unread += 1
+            self._read_again(message.tp, message.offset)
             return False
         return bool(super().ack(message))
+
+    def _read_again(self, tp: TP, offset: int) -> None:
+        """Have ``tp`` read again from ``offset`` (fix 3): now if the flow runs, else by the rebalance's seek.
+
+        While flow control is suspended a rebalance is in progress and its
+        seek to the committed offset (never past ``offset``, see :meth:`ack`)
+        reads the message again. A message skipped while the flow runs (one
+        stamped with an older generation) has no seek coming: seek ``tp`` back
+        here, once per partition at a time; the messages after it are read
+        twice (every step is idempotent under re-delivery).
+        """
+        committed = self._committed_offset.get(tp)
+        if committed is not None and offset < committed:
+            return  # already committed by an earlier owner's progress: nothing to read again
+        if not self.app.flow_control.is_active():
+            return
+        pending = self._reseek_to
+        if tp in pending:
+            pending[tp] = min(pending[tp], offset)
+            return
+        pending[tp] = offset
+        loop = self.loop  # acks may come from another thread: schedule on the consumer's loop
+        loop.call_soon_threadsafe(lambda: loop.create_task(self._reseek(tp)))
+
+    async def _reseek(self, tp: TP) -> None:
+        await asyncio.sleep(0)  # let the stream finish the skipped batch first
+        offset = self._reseek_to.pop(tp, None)
+        if offset is None or tp not in self.assignment() or not self.app.flow_control.is_active():
+            return
+        log.warning(
+            "squall: reading %s[%d] again from offset %d: a message was skipped unread", tp.topic, tp.partition, offset
+        )
+        await self.seek(tp, offset)
+
+    async def read_stuck_again(self, watch: StuckWatch, now_s: float) -> list[TP]:
+        """Seek this worker's stuck stream partitions back to their committed offsets; return them.
+
+        ``watch`` decides (:class:`squall.worker.offset_commit.StuckWatch`);
+        ``now_s`` is Unix seconds. Nothing is checked during a rebalance (flow
+        control suspended: its own seek follows). The broker's end offsets are
+        asked once per call.
+        """
+        if not self.app.flow_control.is_active():
+            return []
+        tps = [tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)]
+        watch.forget(tps)
+        if not tps:
+            return []
+        try:
+            ends = await self.highwaters(*tps)
+        except Exception as exc:  # a broker outage (logged by squall.worker.outage_log): check next time
+            log.debug("squall: end offsets unavailable (%s): stuck partitions not checked", exc)
+            return []
+        busy = {m.tp for m in list(self._unacked_messages) if not m.acked}
+        stuck: list[TP] = []
+        for tp in tps:
+            committed = self._committed_offset.get(tp)
+            if watch.observe(tp, committed=committed, end=ends.get(tp), busy=tp in busy, now_s=now_s):
+                assert committed is not None
+                log.warning(
+                    "squall: reading %s[%d] again from its committed offset %d: %d message(s) past it never came",
+                    tp.topic,
+                    tp.partition,
+                    committed,
+                    ends[tp] - committed,
+                )
+                try:
+                    await self.seek(tp, committed)
+                except Exception as exc:  # revoked meanwhile, or the broker went away: the next check decides
+                    log.warning("squall: could not seek %s[%d]: %s", tp.topic, tp.partition, exc)
+                    continue
+                stuck.append(tp)
+        return stuck
 
     def _merge_gaps(self, tp: TP, acked: list[int]) -> None:
         """Faust's gap handling, as in ``_new_offset``: offsets missing from the log count as acked."""

@@ -28,7 +28,7 @@ of a stream partition is a message that gets acknowledged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 
 def committable_offset(
@@ -55,3 +55,43 @@ def committable_offset(
     if end <= acked[0]:
         return None, 0
     return end, end - acked[0]
+
+
+class StuckWatch:
+    """Stream partitions whose uncommitted messages stopped coming: read them again (issue 9).
+
+    A partition is *stuck* when the broker holds messages past its committed
+    offset (``end > committed``), nothing of it is in processing here, and the
+    committed offset has not moved for ``after_s`` seconds: a consumer that
+    is fed would have read, processed and committed them by then (commits run
+    every few seconds). Seen in the fault suite after a take-over: the new
+    owner never received the message at the committed offset (and, once,
+    none of the partition's messages), so its URL never reached a status.
+    The caller seeks such a partition back to its committed offset; every
+    step is idempotent under re-delivery. ``after_s`` <= 0 turns it off
+    (``kafka.stuck.partition.secs``). Times are seconds.
+    """
+
+    def __init__(self, after_s: float) -> None:
+        self.after_s = after_s
+        self._since: dict[object, tuple[int, float]] = {}  # partition -> (committed offset, unchanged since)
+
+    def observe(self, tp: object, *, committed: int | None, end: int | None, busy: bool, now_s: float) -> bool:
+        """True when ``tp`` is stuck now (then re-armed: True again only after another ``after_s``)."""
+        if self.after_s <= 0 or committed is None or end is None or committed >= end or busy:
+            self._since.pop(tp, None)
+            return False
+        seen = self._since.get(tp)
+        if seen is None or seen[0] != committed:
+            self._since[tp] = (committed, now_s)
+            return False
+        if now_s - seen[1] < self.after_s:
+            return False
+        self._since[tp] = (committed, now_s)
+        return True
+
+    def forget(self, keep: Iterable[object]) -> None:
+        """Drop the partitions not in ``keep`` (revoked)."""
+        kept = set(keep)
+        for tp in [tp for tp in self._since if tp not in kept]:
+            del self._since[tp]

@@ -125,3 +125,81 @@ def test_a_tracked_message_is_acked_as_faust_does(consumer, monkeypatch):
     m.tracked = True
     consumer._unacked_messages.add(m)
     assert consumer.ack(m) is True and consumer._filter_committable_offsets([TPX]) == {TPX: 11}
+
+
+async def test_a_message_skipped_while_the_flow_runs_is_read_again_by_a_seek(consumer, monkeypatch):
+    import asyncio
+
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 10
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
+    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
+    monkeypatch.setattr(consumer, "loop", asyncio.get_running_loop(), raising=False)
+    for offset in (12, 11):  # two skipped in one batch: one seek, to the lower
+        consumer.ack(ConsumerMessage(TOPIC, 0, offset, 0.0, 0, None, b"k", b"v", None))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert seeks == [(TPX, 11)]
+
+
+async def test_a_message_skipped_during_a_rebalance_waits_for_the_rebalances_own_seek(consumer, monkeypatch):
+    import asyncio
+
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 10
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: False)
+    consumer.ack(ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert seeks == [] and consumer._filter_committable_offsets([TPX]) == {}
+
+
+async def test_a_stuck_stream_partition_is_sought_back_to_its_committed_offset(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    _topic_with_acks(monkeypatch, consumer)
+    consumer._committed_offset[TPX] = 18
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+
+    async def highwaters(*tps):
+        return {tp: 29 for tp in tps}
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    monkeypatch.setattr(consumer, "highwaters", highwaters)
+    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
+    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
+    watch = StuckWatch(30.0)
+    assert await consumer.read_stuck_again(watch, 0.0) == []
+    assert await consumer.read_stuck_again(watch, 31.0) == [TPX]
+    assert seeks == [(TPX, 18)]
+    busy = ConsumerMessage(TOPIC, 0, 18, 0.0, 0, None, b"k", b"v", None)  # read again, now in processing
+    consumer._unacked_messages.add(busy)
+    assert await consumer.read_stuck_again(watch, 100.0) == [] and seeks == [(TPX, 18)]
+
+
+async def test_the_stuck_check_survives_a_broker_outage(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    async def highwaters(*tps):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "highwaters", highwaters)
+    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
+    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
+    _topic_with_acks(monkeypatch, consumer)
+    assert await consumer.read_stuck_again(StuckWatch(30.0), 0.0) == []

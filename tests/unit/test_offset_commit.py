@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from squall.worker.offset_commit import committable_offset
+from squall.worker.offset_commit import StuckWatch, committable_offset
 
 CASES = [
     # (acked, committed, first_unacked, expected offset, covered)
@@ -48,3 +48,37 @@ def test_out_of_order_acks_never_commit_a_message_that_was_not_acknowledged():
                 del acked[:covered]
                 committed = result
         assert committed == start + n or (committed is None and start + n == 0)
+
+
+# ---------------------------------------------------------------- StuckWatch
+
+
+def test_a_partition_whose_messages_stop_coming_is_stuck_after_the_wait_and_then_re_armed():
+    watch = StuckWatch(30.0)
+    seen = [watch.observe("p0", committed=18, end=29, busy=False, now_s=t) for t in (0.0, 10.0, 29.9, 30.0, 31.0, 60.0)]
+    assert seen == [False, False, False, True, False, True]
+
+
+@pytest.mark.parametrize("committed, end, busy", [
+    (29, 29, False),    # everything committed
+    (18, 29, True),     # a message of it is in processing (a slow fetch, a queue wait)
+    (None, 29, False),  # nothing known yet
+    (18, None, False),
+])
+def test_a_fed_busy_or_caught_up_partition_is_never_stuck(committed, end, busy):
+    watch = StuckWatch(30.0)
+    assert not any(watch.observe("p0", committed=committed, end=end, busy=busy, now_s=t) for t in range(0, 200, 10))
+
+
+def test_a_partition_whose_commit_moves_is_not_stuck_however_long_its_backlog_stays():
+    watch = StuckWatch(30.0)
+    assert not any(watch.observe("p0", committed=10 + t, end=100 + t, busy=False, now_s=float(t)) for t in range(0, 200, 5))
+
+
+def test_the_watch_is_off_at_zero_and_forgets_revoked_partitions():
+    assert not any(StuckWatch(0.0).observe("p0", committed=1, end=9, busy=False, now_s=t) for t in range(0, 500, 10))
+    watch = StuckWatch(30.0)
+    watch.observe("p0", committed=1, end=9, busy=False, now_s=0.0)
+    watch.forget(["p1"])
+    assert not watch.observe("p0", committed=1, end=9, busy=False, now_s=40.0)  # its clock started over
+    assert watch.observe("p0", committed=1, end=9, busy=False, now_s=70.0)
