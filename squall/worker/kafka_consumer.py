@@ -104,7 +104,10 @@ class Consumer(aiokafka_driver.Consumer):
             return
         pending[tp] = offset
         loop = self.loop  # acks may come from another thread: schedule on the consumer's loop
-        loop.call_soon_threadsafe(lambda: loop.create_task(self._reseek(tp)))
+        try:
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._reseek(tp)))
+        except RuntimeError:  # the loop is closed: the worker is stopping, the next owner reads it
+            pending.pop(tp, None)
 
     async def _reseek(self, tp: TP) -> None:
         await asyncio.sleep(0)  # let the stream finish the skipped batch first
