@@ -13,7 +13,7 @@ import time
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
-from squall.policy.takeover import release_at_s
+from squall.policy.takeover import assigned_since, release_at_s
 from squall.worker.offset_commit import StuckWatch
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
@@ -38,6 +38,7 @@ class WorkerState:
         self.indexes: dict[int, DueIndex] = {}
         self.tick_sent_at: dict[int, float] = {}
         self.assigned_at: dict[int, float] = {}
+        self._assignment_generation: int | None = None  # consumer generation of the last rebuild
         self.stranded: dict[int, dict[str, float]] = {}
         self._rebuild_generation = 0
 
@@ -59,7 +60,11 @@ class WorkerState:
         generation = self._rebuild_generation
         now = time.time()
         started = time.monotonic()
-        self.assigned_at = {p: self.assigned_at.get(p, now) for p in partitions}
+        consumer_generation = app.consumer_generation_id
+        self.assigned_at = assigned_since(
+            self.assigned_at, partitions, now, self._assignment_generation, consumer_generation
+        )
+        self._assignment_generation = consumer_generation
         self.indexes = indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
         self.stranded = {}

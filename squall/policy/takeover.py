@@ -21,7 +21,7 @@ and skipped; one that the fetcher received is left to report itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 
 def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float, grace_s: float) -> float | None:
@@ -64,3 +64,23 @@ def stranded(
     if now_s < at:
         return None
     return sorted(u for u, t in in_flight.items() if t < owned_since_s and not received(u, t))
+
+
+def assigned_since(
+    previous: Mapping[int, float],
+    partitions: Iterable[int],
+    now_s: float,
+    previous_generation: int | None,
+    generation: int,
+) -> dict[int, float]:
+    """Since when (Unix s) this worker owns each of ``partitions`` after a rebalance to consumer ``generation``.
+
+    A partition keeps its earlier time only when this worker owned it in the
+    group's previous generation (``generation == previous_generation + 1``):
+    a worker cut off from the broker may come back to the same partitions
+    after generations it took no part in, while another worker fetched its
+    hosts, and its in-memory paces are stale then (docs/architecture.md
+    invariant 2: the durable record and the take-over rule decide instead).
+    """
+    contiguous = previous_generation is not None and generation == previous_generation + 1
+    return {p: previous.get(p, now_s) if contiguous else now_s for p in partitions}

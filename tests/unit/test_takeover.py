@@ -48,3 +48,14 @@ def test_a_received_copy_of_another_hand_out_of_the_same_url_does_not_count():
 def test_with_nothing_of_an_earlier_owner_the_answer_is_an_empty_list_at_once():
     assert stranded({"mine": SINCE + 1}, SINCE, 1.0, 5.0, SINCE, never) == []
     assert stranded({"u": SINCE - 1}, SINCE, 1.0, 0.0, SINCE + 100, never) == []
+
+
+def test_a_partition_is_kept_only_through_consecutive_generations():
+    from squall.policy.takeover import assigned_since
+
+    before = {0: 100.0, 1: 100.0}
+    assert assigned_since(before, [0, 1, 2], 200.0, 7, 8) == {0: 100.0, 1: 100.0, 2: 200.0}
+    # cut off from the broker: generations 8 and 9 went on without this worker, which gets 0 and 1 back in 10
+    assert assigned_since(before, [0, 1], 200.0, 7, 10) == {0: 200.0, 1: 200.0}
+    assert assigned_since(before, [0, 1], 200.0, None, 3) == {0: 200.0, 1: 200.0}  # the first rebalance
+    assert assigned_since(before, [0], 200.0, 7, 7) == {0: 200.0}  # the same generation again: taken as new
