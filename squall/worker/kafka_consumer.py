@@ -137,6 +137,7 @@ class Consumer(aiokafka_driver.Consumer):
             ends = await self.highwaters(*tps)
         except Exception as exc:  # a broker outage (logged by squall.worker.outage_log): check next time
             log.debug("squall: end offsets unavailable (%s): stuck partitions not checked", exc)
+            watch.forget(())  # an outage stops commits: its time is not a stuck partition's
             return []
         busy = {m.tp for m in list(self._unacked_messages) if not m.acked}
         stuck: list[TP] = []
