@@ -139,7 +139,7 @@ class Consumer(aiokafka_driver.Consumer):
             log.debug("squall: end offsets unavailable (%s): stuck partitions not checked", exc)
             watch.forget(())  # an outage stops commits: its time is not a stuck partition's
             return []
-        busy = {m.tp for m in list(self._unacked_messages) if not m.acked}
+        busy = self._first_unacked().keys()  # partitions with a message in processing
         stuck: list[TP] = []
         for tp in tps:
             committed = self._committed_offset.get(tp)
