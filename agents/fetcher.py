@@ -25,7 +25,14 @@ Re-delivery and take-over (invariants 2 and 3):
   and waits one delay after the take-over when an earlier owner's hand-outs
   were still out (:func:`squall.policy.pace.on_takeover`);
 * revoked partitions drop their queues: URLs still waiting are handed back
-  to the frontier (reported unattempted and acknowledged), never fetched here.
+  to the frontier (reported unattempted and acknowledged), never fetched here;
+* the fence (:mod:`squall.policy.lease`): no turn is granted, and no
+  robots.txt redirect hop starts, while the group coordinator has not
+  confirmed this worker's membership for ``kafka.session.timeout.secs``
+  minus ``kafka.session.fence.margin.secs`` — a worker cut off from the
+  broker stops before another can own its hosts. URLs wait meanwhile: a
+  confirmation lets them go on, a lost membership revokes their partitions
+  (handed back, as above).
 
 Tasks are created inside the agent's iteration, so they carry the event's
 context: the robots table write of :class:`agents.robots.RobotsService`
@@ -55,12 +62,12 @@ from pathlib import Path
 from agents import parser
 from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host
-from agents.observe import audit_request, observe_fetch, observe_result
+from agents.observe import audit_request, metrics, observe_fetch, observe_result
 from agents.render import close_pool, render_step
 from agents.robots import RobotsService
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
 from agents.sitemaps import emit_robots_sitemaps
-from squall.errors import BlockedAddress, FetchError, InvalidURL, MessageError
+from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
 from squall.net.http import FetchResult, HttpConfig, HttpFetcher
 from squall.net.warc import WarcWriter
 from squall.policy import fetch_decision as fd
@@ -72,6 +79,7 @@ from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_forc
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
 from squall.policy.urls import NormalizerConfig, origin_of
+from squall.worker.group_lease import GroupLease
 from topology import app, fetch_topic, settings, signals_topic, status_topic
 
 log = logging.getLogger("squall.fetcher")
@@ -86,6 +94,7 @@ RATE_PER_S: float = settings.fetcher_server_rate
 BURST: int = settings.fetcher_server_burst
 RECENT_FETCH_IDS: int = settings.fetcher_recent_fetch_ids  # finished fetch ids remembered to recognise late copies
 QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
+FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,16 @@ class FetcherRuntime:
             if not waiting.done():
                 waiting.set_result(HandBack(max(now_s, self.pace(key, now_s).ready_at_s)))
 
+    def forget_unowned(self, owned: set[int]) -> None:
+        """Drop the paces and token buckets of queues whose partition this worker no longer owns (bounded memory).
+
+        Only after a rebalance has completed: the paces of a partition kept
+        through it stay (they may be ahead of the durable record).
+        """
+        for table in (self.paces, self.buckets):
+            for key in [k for k in table if partition_for_key(k, PARTITIONS) not in owned]:
+                del table[key]
+
     def first_copy(self, fid: str, event) -> bool:
         """True for the first copy of a hand-out here; a later copy is parked and acked with the first."""
         if fid in self.recent:
@@ -257,8 +276,32 @@ class FetcherRuntime:
         while len(self.recent) > RECENT_FETCH_IDS:
             self.recent.popitem(last=False)
 
+    def _lease(self) -> GroupLease | None:
+        """The worker's membership lease (squall's Kafka consumer, :mod:`squall.worker.kafka_consumer`), if any."""
+        return getattr(app.consumer, "lease", None)
+
+    async def fence_open(self) -> bool:
+        """Wait while the fence is closed (see the module docstring); True if it was, False if it is open at once."""
+        lease = self._lease()
+        if lease is None or lease.holds():
+            return False
+        started = time.monotonic()
+        log.warning(
+            "squall: fenced: the group coordinator has not confirmed this worker's membership for "
+            "kafka.session.timeout.secs (%g s) minus kafka.session.fence.margin.secs (%g s): no request starts",
+            lease.fence.session_timeout_s,
+            lease.fence.margin_s,
+        )
+        while not lease.holds():  # noqa: ASYNC110  # renewed in the consumer thread: polled
+            await asyncio.sleep(FENCE_POLL_S)
+        fenced_s = time.monotonic() - started
+        metrics.fenced_seconds.inc(fenced_s)
+        log.warning("squall: membership confirmed again after %.1f s fenced: requests start again", fenced_s)
+        return True
+
     async def _dispatch(self) -> None:
         while True:
+            await self.fence_open()
             now = time.time()
             while self.free_slots > 0:
                 taken = self.queues.take(now)
@@ -273,6 +316,10 @@ class FetcherRuntime:
                     granted.set_result(None)
             ready = self.queues.next_ready_at_s()
             timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready - now)
+            lease = self._lease()
+            if lease is not None:  # wake up in time to see the fence close
+                open_s = lease.open_for_s()
+                timeout = open_s if timeout is None else min(timeout, open_s)
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), timeout)
@@ -291,6 +338,12 @@ async def _close_on_shutdown(sender, **kwargs) -> None:
 @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _drop_revoked(sender, revoked, **kwargs) -> None:
     runtime.revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
+
+
+@app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
+async def _forget_unowned(sender, **kwargs) -> None:
+    topic = fetch_topic.get_topic_name()
+    runtime.forget_unowned({tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic})
 
 
 @app.agent(fetch_topic)
@@ -435,6 +488,11 @@ async def _robots_turn(
         event_ended = fd.ended(msg, SignalKind.OTHER, time.time(), requested=False)
         pace = turn.end(event_ended)
         return fd.report(msg, classify_failure(exc.reason), None, event_ended.at_s, pace, None, None), event_ended, pace
+    except Fenced as exc:  # the new owner of the host's partition fetches the URL: back to the frontier
+        log.info("squall: %s", exc)
+        now = time.time()
+        status, event_ended = fd.deferred(msg, now, now)
+        return [status], event_ended, turn.end(event_ended)
     turn.end(fd.robots_ended(f"robots:{fd.fetch_id(msg)}", rules, time.time(), CONFIG))
     await emit_robots_sitemaps(origin, entry, msg.key)  # its Sitemap: lines enter as DISCOVERED (marked)
     return None
@@ -525,8 +583,17 @@ def _audit_robots(origin: str, hop: int) -> None:
 
 
 async def _hop_pause(key: str) -> None:
-    """Before a robots.txt redirect hop: wait the queue's delay, as between any two requests."""
+    """Before a robots.txt redirect hop: wait the queue's delay, as between any two requests, and the fence.
+
+    Raises:
+        Fenced: the fence closed during the pause and the hop's partition
+        changed hands meanwhile: the hop is not made here.
+    """
     await asyncio.sleep(runtime.hop_delay_s(key))
+    partition = partition_for_key(key, PARTITIONS)
+    owned_since = state.assigned_at.get(partition)
+    if await runtime.fence_open() and state.assigned_at.get(partition) != owned_since:
+        raise Fenced(f"robots.txt hop of {key}: its partition {partition} changed hands while fenced")
 
 
 async def _refresh_robots(origin: str, key: str, event) -> None:
@@ -544,6 +611,8 @@ async def _refresh_robots(origin: str, key: str, event) -> None:
         finally:
             turn.end(FetchEnded(fetch_id=f"robots-refresh:{origin}", kind=SignalKind.OTHER, at_s=time.time()))
         await emit_robots_sitemaps(origin, entry, key)  # its Sitemap: lines enter as DISCOVERED (marked)
+    except Fenced as exc:  # the host's new owner refreshes it
+        log.info("squall: %s", exc)
     except Exception:
         log.exception("squall: background refresh of robots.txt for %s failed", origin)
     finally:

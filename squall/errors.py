@@ -77,5 +77,9 @@ class FetchError(SquallError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
 
+class Fenced(SquallError):
+    """A request not made: the fence held it (squall.policy.lease) and its host's partition changed hands meanwhile."""
+
+
 class BlockedAddress(FetchError):
     """The host resolved to an address outside the allowed networks (SSRF guard)."""

@@ -41,6 +41,7 @@ import faust
 from faust.types import TableT
 
 from squall.errors import ConfigError
+from squall.policy.lease import heartbeat_interval_s
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
 
@@ -67,7 +68,7 @@ app = SquallApp(
     # batch the many small messages of a crawl (statuses, signals, hand-outs, changelogs) into fewer
     # produce requests; the delay is hidden inside the hand-out lead (frontier.handout.lead.secs)
     producer_linger=settings.kafka_producer_linger_secs,
-    broker_heartbeat_interval=min(3.0, settings.kafka_session_timeout_secs / 3),
+    broker_heartbeat_interval=heartbeat_interval_s(settings.kafka_session_timeout_secs),
     consumer_auto_offset_reset="earliest",
     # `faust worker` starts Faust's web server unless given --without-web; never on all interfaces
     web_port=settings.topology_web_port,

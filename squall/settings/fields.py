@@ -46,6 +46,15 @@ class SettingsFields:
     #: shutdown is noticed after this long (or as soon as it restarts); its
     #: in-flight fetch may be repeated once by the next owner, at the host's pace.
     kafka_session_timeout_secs: float = field(metadata={"key": "kafka.session.timeout.secs"})
+    #: Fence (s): the fetcher starts no request later than this before its group
+    #: membership could have expired, i.e. kafka.session.timeout.secs after the
+    #: last heartbeat the group coordinator answered. A worker cut off from the
+    #: broker stops fetching before another worker can take its hosts over, and
+    #: goes on once the coordinator confirms it again (or rejoins and hands its
+    #: waiting URLs back). Covers the time from a granted turn to the request
+    #: reaching the server. Must be below kafka.session.timeout.secs minus the
+    #: heartbeat interval (a third of it, at most 3 s).
+    kafka_session_fence_margin_secs: float = field(metadata={"key": "kafka.session.fence.margin.secs"})
     #: How long (s) the producer waits to batch messages into one request (Kafka's
     #: linger.ms, in seconds). 0 = send each at once; a few ms cut the CPU per page.
     kafka_producer_linger_secs: float = field(metadata={"key": "kafka.producer.linger.secs"})

@@ -26,6 +26,9 @@ their sources:
 * ``render.resources.skip`` names Playwright resource types, never ``document``;
   ``sitemap.default.path`` is empty or starts with ``/``.
 * ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
+* ``kafka.session.fence.margin.secs`` is below ``kafka.session.timeout.secs``
+  minus the heartbeat interval (:mod:`squall.policy.lease`), or the fence
+  would close between two healthy heartbeats.
 * Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
   configuration contract) needs ``partition.url.mode: byHost``,
   ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
@@ -46,6 +49,7 @@ import re
 from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
+from squall.policy.lease import heartbeat_interval_s
 from squall.policy.metadata import key_matches
 from squall.worker.membership import check_template
 
@@ -79,6 +83,7 @@ NOT_NEGATIVE = (
     "render.cache.ttl.secs",
     "kafka.producer.linger.secs",
     "kafka.stuck.partition.secs",
+    "kafka.session.fence.margin.secs",
 )
 # Durations (s) that must be > 0.
 POSITIVE = (
@@ -174,6 +179,14 @@ def _validate_ranges(settings: Settings) -> None:
         raise ConfigError("http.robots.retry.max.secs", "must be >= http.robots.retry.base.secs")
     if settings.frontier_backoff_max_secs < settings.frontier_backoff_base_secs:
         raise ConfigError("frontier.backoff.max.secs", "must be >= frontier.backoff.base.secs")
+    session_s = settings.kafka_session_timeout_secs
+    open_s = session_s - heartbeat_interval_s(session_s)
+    if settings.kafka_session_fence_margin_secs >= open_s:
+        raise ConfigError(
+            "kafka.session.fence.margin.secs",
+            f"must be below kafka.session.timeout.secs minus the heartbeat interval ({open_s:g} s), "
+            f"got {settings.kafka_session_fence_margin_secs}: the fence would close between healthy heartbeats",
+        )
 
 
 def _validate_choices(settings: Settings) -> None:

@@ -31,6 +31,11 @@
    tracked, on a topic with acks) marks the message done without recording
    its offset, so the seek delivers it again.
 
+4. **A fence over group membership** (:mod:`squall.worker.group_lease`):
+   the consumer thread's group coordinator reports every membership answer
+   to :attr:`Consumer.lease`, which the fetcher asks before it starts a
+   request (:mod:`squall.policy.lease`).
+
 The hooks are private Faust API (``_filter_committable_offsets``,
 ``on_partitions_revoked`` and ``ack``), pinned by tests/unit/test_kafka_consumer.py.
 """
@@ -47,6 +52,8 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, Message
 from mode import Service
 
+from squall.policy.lease import Fence
+from squall.worker.group_lease import GroupLease
 from squall.worker.offset_commit import StuckWatch, committable_offset
 
 log = logging.getLogger(__name__)
@@ -60,6 +67,11 @@ class Consumer(aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
+        margin_s = getattr(getattr(self.app, "squall_settings", None), "kafka_session_fence_margin_secs", 0.0)
+        self.lease = GroupLease(Fence(self.app.conf.broker_session_timeout, margin_s))  # fix 4
+
+    def _new_consumer_thread(self) -> aiokafka_driver.AIOKafkaConsumerThread:
+        return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def _first_unacked(self) -> dict[TP, int]:
         """Lowest unacknowledged offset per partition among the messages read (one pass)."""
@@ -201,6 +213,17 @@ class Consumer(aiokafka_driver.Consumer):
         for tp in revoked:
             for bookkeeping in (self._gap, self._acked, self._acked_index, self._read_offset, self._committed_offset):
                 bookkeeping.pop(tp, None)
+
+
+class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
+    """Faust's consumer thread, whose group coordinator reports to the consumer's lease (fix 4)."""
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        coordinator = getattr(self._consumer, "_coordinator", None)  # None without a group (client-only)
+        lease = getattr(self.consumer, "lease", None)  # squall's Consumer
+        if lease is not None and coordinator is not None and hasattr(coordinator, "_send_req"):  # a group
+            lease.watch(coordinator)
 
 
 class Transport(aiokafka_driver.Transport):

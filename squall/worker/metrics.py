@@ -62,6 +62,12 @@ class Metrics:
             "Requests that started before the delay in force or inside a Retry-After/back-off block (must stay 0)",
             registry=r,
         )
+        self.fenced_seconds = Counter(
+            "squall_fetcher_fenced_seconds",
+            "Time the fetcher started no request because the group coordinator had not confirmed this "
+            "worker's membership for kafka.session.timeout.secs minus kafka.session.fence.margin.secs (s)",
+            registry=r,
+        )
         for outcome in ROBOTS_OUTCOMES:  # export every outcome from the start (0 is information)
             self.robots_fetches.labels(outcome=outcome)
 

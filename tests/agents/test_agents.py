@@ -241,3 +241,49 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
         kinds = [record.rec_type for record in ArchiveIterator(handle)]
     assert kinds == ["warcinfo", "response", "request"]
     await fetcher._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
+
+
+# ---------------------------------------------------------------- fetcher fence (squall.policy.lease)
+
+
+async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_membership(
+        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agents import fetcher
+    from squall.policy.lease import HEARTBEAT, NONE, UNKNOWN_MEMBER_ID, Fence
+    from squall.worker.group_lease import GroupLease
+
+    runtime = fetcher.FetcherRuntime()
+    monkeypatch.setattr(fetcher, "runtime", runtime)
+    lease = GroupLease(Fence(6.0, 2.0))
+    lease.watched = True  # a consumer in a group, not confirmed yet
+    monkeypatch.setattr(runtime, "_lease", lambda: lease)
+    dispatch = asyncio.get_running_loop().create_task(runtime._dispatch())
+    try:
+        waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
+        await asyncio.sleep(0.5)
+        assert not waiting.done(), "a turn was granted behind a closed fence"
+        lease.answered(HEARTBEAT, NONE, time.monotonic())
+        turn = await asyncio.wait_for(waiting, 2.0)
+        assert isinstance(turn, fetcher.Turn)
+        turn.end(fetcher.FetchEnded(fetch_id="t1", kind=SignalKind.OTHER, at_s=time.time()))
+        lease.answered(HEARTBEAT, UNKNOWN_MEMBER_ID, time.monotonic())  # the group forgot this worker
+        second = asyncio.get_running_loop().create_task(runtime.turn(HOST))
+        await asyncio.sleep(0.5)
+        assert not second.done(), "a turn was granted after the membership ended"
+        second.cancel()
+    finally:
+        dispatch.cancel()
+    assert fetcher.metrics.fenced_seconds._value.get() >= 0.4
+
+
+def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
+    from agents import fetcher
+    from squall.policy.pace import PaceState
+
+    runtime = fetcher.FetcherRuntime()
+    other = next(h for h in (f"h{i}.example" for i in range(100)) if partition_for_key(h, PARTITIONS) != P)
+    runtime.paces = {HOST: (1.0, PaceState()), other: (1.0, PaceState())}
+    runtime.forget_unowned({P})
+    assert list(runtime.paces) == [HOST]

@@ -1,0 +1,151 @@
+"""The fence over group membership: squall.policy.lease (pure) and squall.worker.group_lease (the holder)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from squall.policy import lease as pl
+from squall.policy.lease import Fence, confirms, ends, heartbeat_interval_s
+from squall.worker.group_lease import GroupLease
+
+
+@pytest.mark.parametrize(
+    ("api", "code", "confirmed"),
+    [
+        (pl.HEARTBEAT, pl.NONE, True),
+        (pl.HEARTBEAT, pl.REBALANCE_IN_PROGRESS, True),  # still a member until the rebalance ends
+        (pl.SYNC_GROUP, pl.NONE, True),
+        (pl.JOIN_GROUP, pl.NONE, True),
+        (pl.SYNC_GROUP, pl.REBALANCE_IN_PROGRESS, False),
+        (pl.HEARTBEAT, pl.UNKNOWN_MEMBER_ID, False),
+        (pl.HEARTBEAT, 15, False),  # COORDINATOR_NOT_AVAILABLE says nothing of the membership
+        (8, pl.NONE, False),  # OffsetCommit is not a membership request here
+    ],
+)
+def test_which_answers_confirm_membership(api: int, code: int, confirmed: bool) -> None:
+    assert confirms(api, code) is confirmed
+
+
+@pytest.mark.parametrize("code", [pl.UNKNOWN_MEMBER_ID, pl.ILLEGAL_GENERATION, pl.FENCED_INSTANCE_ID])
+@pytest.mark.parametrize("api", [pl.HEARTBEAT, pl.JOIN_GROUP, pl.SYNC_GROUP])
+def test_answers_that_end_membership(api: int, code: int) -> None:
+    assert ends(api, code) and not confirms(api, code)
+
+
+def test_coordinator_errors_neither_confirm_nor_end() -> None:
+    assert not ends(pl.HEARTBEAT, 15) and not ends(pl.HEARTBEAT, pl.REBALANCE_IN_PROGRESS) and not ends(8, 25)
+
+
+def test_fence_closes_margin_before_the_session_could_expire() -> None:
+    fence = Fence(session_timeout_s=10.0, margin_s=2.0)
+    assert fence.open_until_s(100.0) == 108.0
+    assert fence.holds(100.0, 107.99) and not fence.holds(100.0, 108.0)
+    assert not fence.holds(None, 0.0) and fence.open_until_s(None) is None
+
+
+def test_heartbeat_interval_is_a_third_of_the_session_at_most_three_seconds() -> None:
+    assert heartbeat_interval_s(6.0) == 2.0 and heartbeat_interval_s(30.0) == 3.0
+
+
+@dataclass
+class Answer:
+    error_code: int
+
+
+class Request:
+    def __init__(self, api_key: int) -> None:
+        self.API_KEY = api_key
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Coordinator:
+    """The part of aiokafka's GroupCoordinator the lease wraps: ``_send_req``, answering after ``latency_s``."""
+
+    def __init__(self, clock: Clock, code: int, latency_s: float = 0.5) -> None:
+        self.clock, self.code, self.latency_s = clock, code, latency_s
+
+    async def _send_req(self, request: Request) -> Answer:
+        self.clock.now += self.latency_s
+        return Answer(self.code)
+
+
+def test_unwatched_lease_is_open_and_watched_one_closed_until_confirmed() -> None:
+    clock = Clock()
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+    assert lease.holds() and lease.open_for_s() == float("inf")
+    lease.watch(Coordinator(clock, pl.NONE))
+    assert not lease.holds() and lease.open_for_s() == 0.0
+
+
+def test_lease_runs_from_the_send_time_of_the_confirmed_request() -> None:
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE, latency_s=0.5)
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+    lease.watch(coordinator)
+    assert asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT))) == Answer(pl.NONE)
+    assert lease.confirmed_at_s == 1000.0  # sent at 1000, answered at 1000.5
+    assert lease.open_for_s() == pytest.approx(3.5)
+    clock.now = 1003.99
+    assert lease.holds()
+    clock.now = 1004.0
+    assert not lease.holds()
+
+
+def test_an_older_confirmation_answered_late_does_not_move_the_lease_back() -> None:
+    clock = Clock()
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+    lease.answered(pl.HEARTBEAT, pl.NONE, sent_at_s=1005.0)
+    lease.answered(pl.SYNC_GROUP, pl.NONE, sent_at_s=1001.0)
+    assert lease.confirmed_at_s == 1005.0
+
+
+def test_unknown_member_ends_the_lease_at_once_and_a_sync_gives_it_back() -> None:
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE)
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    assert lease.holds()
+    coordinator.code = pl.UNKNOWN_MEMBER_ID
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    assert not lease.holds() and lease.confirmed_at_s is None
+    coordinator.code = pl.NONE
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+    assert lease.holds()
+
+
+def test_failed_heartbeats_let_the_lease_run_out() -> None:
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE, latency_s=0.0)
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    coordinator.code = 15  # COORDINATOR_NOT_AVAILABLE, as after a broker restart
+    for _ in range(10):
+        clock.now += 0.5
+        asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    assert clock.now == 1005.0 and not lease.holds()
+
+
+def test_answers_without_an_error_code_are_ignored() -> None:
+    clock = Clock()
+    lease = GroupLease(Fence(6.0, 2.0), clock)
+
+    class Bare:
+        async def _send_req(self, request: object) -> object:
+            return object()
+
+    bare = Bare()
+    lease.watch(bare)
+    asyncio.run(bare._send_req(Request(pl.HEARTBEAT)))
+    assert lease.confirmed_at_s is None
