@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
@@ -123,9 +123,11 @@ class Consumer(aiokafka_driver.Consumer):
         """Seek this worker's stuck stream partitions back to their committed offsets; return them.
 
         ``watch`` decides (:class:`squall.worker.offset_commit.StuckWatch`);
-        ``now_s`` is Unix seconds. Nothing is checked during a rebalance (flow
-        control suspended: its own seek follows). The broker's end offsets are
-        asked once per call.
+        ``now_s`` is Unix seconds. A partition with nothing committed is read
+        again from its beginning (:meth:`_committed_positions`). Nothing is
+        checked during a rebalance (flow control suspended: its own seek
+        follows). The broker's end offsets are asked once per call (and its
+        beginning offsets when a partition has nothing committed).
         """
         if not self.app.flow_control.is_active():
             return []
@@ -135,6 +137,7 @@ class Consumer(aiokafka_driver.Consumer):
             return []
         try:
             ends = await self.highwaters(*tps)
+            positions = await self._committed_positions(tps, ends)
         except Exception as exc:  # a broker outage (logged by squall.worker.outage_log): check next time
             log.debug("squall: end offsets unavailable (%s): stuck partitions not checked", exc)
             watch.forget(())  # an outage stops commits: its time is not a stuck partition's
@@ -142,11 +145,11 @@ class Consumer(aiokafka_driver.Consumer):
         busy = self._first_unacked().keys()  # partitions with a message in processing
         stuck: list[TP] = []
         for tp in tps:
-            committed = self._committed_offset.get(tp)
+            committed = positions.get(tp)
             if watch.observe(tp, committed=committed, end=ends.get(tp), busy=tp in busy, now_s=now_s):
                 assert committed is not None
                 log.warning(
-                    "squall: reading %s[%d] again from its committed offset %d: %d message(s) past it never came",
+                    "squall: reading %s[%d] again from its committed position %d: %d message(s) past it never came",
                     tp.topic,
                     tp.partition,
                     committed,
@@ -159,6 +162,26 @@ class Consumer(aiokafka_driver.Consumer):
                     continue
                 stuck.append(tp)
         return stuck
+
+    async def _committed_positions(self, tps: list[TP], ends: Mapping[TP, int]) -> dict[TP, int]:
+        """Where each of ``tps`` is read from: its committed offset, or its beginning when Faust holds none.
+
+        Faust keeps ``None`` in ``_committed_offset`` both when the group
+        committed nothing for the partition and when it committed 0
+        (``Consumer.perform_seek`` stores ``offset if offset else None``);
+        either way the consumer reads from the partition's beginning
+        (``consumer_auto_offset_reset="earliest"``, also for a committed 0
+        that retention deleted): the broker's log start offset. That is asked,
+        in one request, only for such partitions that hold messages
+        (``ends``: the broker's end offsets). Raises what
+        ``earliest_offsets`` raises (a broker outage).
+        """
+        positions = {tp: offset for tp in tps if (offset := self._committed_offset.get(tp)) is not None}
+        unknown = [tp for tp in tps if tp not in positions and ends.get(tp, 0) > 0]
+        if unknown:
+            beginnings = await self.earliest_offsets(*unknown)
+            positions.update({tp: beginnings[tp] for tp in unknown if beginnings.get(tp) is not None})
+        return positions
 
     def _merge_gaps(self, tp: TP, acked: list[int]) -> None:
         """Faust's gap handling, as in ``_new_offset``: offsets missing from the log count as acked."""
