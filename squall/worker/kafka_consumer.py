@@ -112,12 +112,26 @@ class Consumer(aiokafka_driver.Consumer):
     async def _reseek(self, tp: TP) -> None:
         await asyncio.sleep(0)  # let the stream finish the skipped batch first
         offset = self._reseek_to.pop(tp, None)
-        if offset is None or tp not in self.assignment() or not self.app.flow_control.is_active():
-            return
-        log.warning(
-            "squall: reading %s[%d] again from offset %d: a message was skipped unread", tp.topic, tp.partition, offset
-        )
-        await self.seek(tp, offset)
+        if offset is not None:
+            await self._seek_back(tp, offset, "a message was skipped unread")
+
+    async def _seek_back(self, tp: TP, offset: int, why: str) -> bool:
+        """Seek ``tp`` back to ``offset`` so its messages from there are read again, logged with ``why``.
+
+        Returns False when nothing was done: ``tp`` is no longer assigned
+        here, a rebalance is in progress (flow control suspended: its own
+        seek to the committed offset follows), or the seek failed (revoked
+        meanwhile, or the broker went away: logged; the next check decides).
+        """
+        if tp not in self.assignment() or not self.app.flow_control.is_active():
+            return False
+        log.warning("squall: reading %s[%d] again from offset %d: %s", tp.topic, tp.partition, offset, why)
+        try:
+            await self.seek(tp, offset)
+        except Exception as exc:  # revoked meanwhile, or the broker went away: the next check decides
+            log.warning("squall: could not seek %s[%d]: %s", tp.topic, tp.partition, exc)
+            return False
+        return True
 
     async def read_stuck_again(self, watch: StuckWatch, now_s: float) -> list[TP]:
         """Seek this worker's stuck stream partitions back to their committed offsets; return them.
@@ -148,19 +162,9 @@ class Consumer(aiokafka_driver.Consumer):
             committed = positions.get(tp)
             if watch.observe(tp, committed=committed, end=ends.get(tp), busy=tp in busy, now_s=now_s):
                 assert committed is not None
-                log.warning(
-                    "squall: reading %s[%d] again from its committed position %d: %d message(s) past it never came",
-                    tp.topic,
-                    tp.partition,
-                    committed,
-                    ends[tp] - committed,
-                )
-                try:
-                    await self.seek(tp, committed)
-                except Exception as exc:  # revoked meanwhile, or the broker went away: the next check decides
-                    log.warning("squall: could not seek %s[%d]: %s", tp.topic, tp.partition, exc)
-                    continue
-                stuck.append(tp)
+                why = f"its committed position, {ends[tp] - committed} message(s) past it never came"
+                if await self._seek_back(tp, committed, why):
+                    stuck.append(tp)
         return stuck
 
     async def _committed_positions(self, tps: list[TP], ends: Mapping[TP, int]) -> dict[TP, int]:

@@ -249,3 +249,22 @@ async def test_a_partition_with_nothing_committed_whose_messages_retention_delet
     watch = StuckWatch(30.0)
     assert [await consumer.read_stuck_again(watch, float(t)) for t in range(0, 200, 10)] == [[]] * 20
     assert seeks == []
+
+
+async def test_a_failed_seek_back_is_logged_and_forgotten_on_both_paths(consumer, monkeypatch, caplog):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    consumer._reseek_to[TPX] = 7  # a skipped message's re-read (fix 3)
+    await consumer._reseek(TPX)
+    watch = StuckWatch(30.0)
+    assert await consumer.read_stuck_again(watch, 0.0) == []
+    assert await consumer.read_stuck_again(watch, 31.0) == []  # stuck, but the seek failed
+    assert seeks == [(TPX, 7), (TPX, 0)]
+    assert sum("could not seek" in r.getMessage() for r in caplog.records) == 2
