@@ -167,45 +167,6 @@ async def test_a_message_skipped_during_a_rebalance_waits_for_the_rebalances_own
     assert seeks == [] and consumer._filter_committable_offsets([TPX]) == {}
 
 
-async def test_a_stuck_stream_partition_is_sought_back_to_its_committed_offset(consumer, monkeypatch):
-    from squall.worker.offset_commit import StuckWatch
-
-    _topic_with_acks(monkeypatch, consumer)
-    consumer._committed_offset[TPX] = 18
-    seeks: list[tuple[TP, int]] = []
-
-    async def seek(tp, offset):
-        seeks.append((tp, offset))
-
-    async def highwaters(*tps):
-        return {tp: 29 for tp in tps}
-
-    monkeypatch.setattr(consumer, "seek", seek)
-    monkeypatch.setattr(consumer, "highwaters", highwaters)
-    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
-    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
-    watch = StuckWatch(30.0)
-    assert await consumer.read_stuck_again(watch, 0.0) == []
-    assert await consumer.read_stuck_again(watch, 31.0) == [TPX]
-    assert seeks == [(TPX, 18)]
-    busy = ConsumerMessage(TOPIC, 0, 18, 0.0, 0, None, b"k", b"v", None)  # read again, now in processing
-    consumer._unacked_messages.add(busy)
-    assert await consumer.read_stuck_again(watch, 100.0) == [] and seeks == [(TPX, 18)]
-
-
-async def test_the_stuck_check_survives_a_broker_outage(consumer, monkeypatch):
-    from squall.worker.offset_commit import StuckWatch
-
-    async def highwaters(*tps):
-        raise ConnectionError("broker down")
-
-    monkeypatch.setattr(consumer, "highwaters", highwaters)
-    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
-    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
-    _topic_with_acks(monkeypatch, consumer)
-    assert await consumer.read_stuck_again(StuckWatch(30.0), 0.0) == []
-
-
 def _stuck_check_against(consumer, monkeypatch, *, end: int, beginning: int) -> list[tuple[TP, int]]:
     """A broker whose partition TPX holds offsets ``beginning`` .. ``end - 1``; returns the seeks made."""
     _topic_with_acks(monkeypatch, consumer)
@@ -226,6 +187,33 @@ def _stuck_check_against(consumer, monkeypatch, *, end: int, beginning: int) -> 
     monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
     monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
     return seeks
+
+
+async def test_a_stuck_stream_partition_is_sought_back_to_its_committed_offset(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+    consumer._committed_offset[TPX] = 18
+    watch = StuckWatch(30.0)
+    assert await consumer.read_stuck_again(watch, 0.0) == []
+    assert await consumer.read_stuck_again(watch, 31.0) == [TPX]
+    assert seeks == [(TPX, 18)]
+    busy = ConsumerMessage(TOPIC, 0, 18, 0.0, 0, None, b"k", b"v", None)  # read again, now in processing
+    consumer._unacked_messages.add(busy)
+    assert await consumer.read_stuck_again(watch, 100.0) == [] and seeks == [(TPX, 18)]
+
+
+async def test_the_stuck_check_survives_a_broker_outage(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    async def highwaters(*tps):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "highwaters", highwaters)
+    monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
+    monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
+    _topic_with_acks(monkeypatch, consumer)
+    assert await consumer.read_stuck_again(StuckWatch(30.0), 0.0) == []
 
 
 @pytest.mark.parametrize("beginning", [0, 5])  # 5: retention deleted the partition's first messages
@@ -268,3 +256,17 @@ async def test_a_failed_seek_back_is_logged_and_forgotten_on_both_paths(consumer
     assert await consumer.read_stuck_again(watch, 31.0) == []  # stuck, but the seek failed
     assert seeks == [(TPX, 7), (TPX, 0)]
     assert sum("could not seek" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_the_stuck_check_survives_a_broker_outage_while_asking_the_beginning_offsets(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+
+    async def earliest_offsets(*tps):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    watch = StuckWatch(30.0)
+    assert [await consumer.read_stuck_again(watch, float(t)) for t in range(0, 100, 10)] == [[]] * 10
+    assert seeks == []
