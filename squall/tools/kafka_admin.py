@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -32,19 +33,38 @@ from squall.errors import ConfigError, KafkaSetupError
 _METADATA_WAIT_S = 30.0
 
 
+class _Startable(Protocol):
+    async def start(self) -> None: ...
+
+
+_Client = TypeVar("_Client", bound=_Startable)
+
+
 @contextlib.asynccontextmanager
-async def _admin(bootstrap: str, request_timeout_s: float = 30.0) -> AsyncIterator[AIOKafkaAdminClient]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(request_timeout_s * 1000))
+async def _running(client: _Client, bootstrap: str, stop: Callable[[], Awaitable[object]]) -> AsyncIterator[_Client]:
+    """``client`` started; ``stop`` (its close or stop method) runs on leaving, and when the start fails.
+
+    Raises:
+        KafkaSetupError: the start failed (KafkaError or OSError: no broker answers at ``bootstrap``).
+    """
     try:
-        await admin.start()
+        await client.start()
     except (KafkaError, OSError) as exc:
         with contextlib.suppress(Exception):
-            await admin.close()
+            await stop()
         raise KafkaSetupError(f"no Kafka broker answers at {bootstrap}: {exc}") from exc
     try:
-        yield admin
+        yield client
     finally:
-        await admin.close()
+        await stop()
+
+
+def _admin(
+    bootstrap: str, request_timeout_s: float = 30.0
+) -> contextlib.AbstractAsyncContextManager[AIOKafkaAdminClient]:
+    """An admin client of ``bootstrap``, started and closed by ``async with`` (:func:`_running`)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(request_timeout_s * 1000))
+    return _running(admin, bootstrap, admin.close)
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
@@ -143,24 +163,15 @@ async def ensure_topics(
             await asyncio.sleep(0.1)
 
 
-@contextlib.asynccontextmanager
-async def _consumer(bootstrap: str) -> AsyncIterator[AIOKafkaConsumer]:
+def _consumer(bootstrap: str) -> contextlib.AbstractAsyncContextManager[AIOKafkaConsumer]:
+    """A group-less consumer of ``bootstrap``, started and stopped by ``async with`` (:func:`_running`)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    try:
-        await consumer.start()
-    except (KafkaError, OSError) as exc:
-        with contextlib.suppress(Exception):
-            await consumer.stop()
-        raise KafkaSetupError(f"no Kafka broker answers at {bootstrap}: {exc}") from exc
-    try:
-        yield consumer
-    finally:
-        await consumer.stop()
+    return _running(consumer, bootstrap, consumer.stop)
 
 
 async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None:

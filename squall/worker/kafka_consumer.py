@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
@@ -124,20 +124,36 @@ class Consumer(aiokafka_driver.Consumer):
     async def _reseek(self, tp: TP) -> None:
         await asyncio.sleep(0)  # let the stream finish the skipped batch first
         offset = self._reseek_to.pop(tp, None)
-        if offset is None or tp not in self.assignment() or not self.app.flow_control.is_active():
-            return
-        log.warning(
-            "squall: reading %s[%d] again from offset %d: a message was skipped unread", tp.topic, tp.partition, offset
-        )
-        await self.seek(tp, offset)
+        if offset is not None:
+            await self._seek_back(tp, offset, "a message was skipped unread")
+
+    async def _seek_back(self, tp: TP, offset: int, why: str) -> bool:
+        """Seek ``tp`` back to ``offset`` so its messages from there are read again, logged with ``why``.
+
+        Returns False when nothing was done: ``tp`` is no longer assigned
+        here, a rebalance is in progress (flow control suspended: its own
+        seek to the committed offset follows), or the seek failed (revoked
+        meanwhile, or the broker went away: logged; the next check decides).
+        """
+        if tp not in self.assignment() or not self.app.flow_control.is_active():
+            return False
+        log.warning("squall: reading %s[%d] again from offset %d: %s", tp.topic, tp.partition, offset, why)
+        try:
+            await self.seek(tp, offset)
+        except Exception as exc:  # revoked meanwhile, or the broker went away: the next check decides
+            log.warning("squall: could not seek %s[%d]: %s", tp.topic, tp.partition, exc)
+            return False
+        return True
 
     async def read_stuck_again(self, watch: StuckWatch, now_s: float) -> list[TP]:
         """Seek this worker's stuck stream partitions back to their committed offsets; return them.
 
         ``watch`` decides (:class:`squall.worker.offset_commit.StuckWatch`);
-        ``now_s`` is Unix seconds. Nothing is checked during a rebalance (flow
-        control suspended: its own seek follows). The broker's end offsets are
-        asked once per call.
+        ``now_s`` is Unix seconds. A partition with nothing committed is read
+        again from its beginning (:meth:`_committed_positions`). Nothing is
+        checked during a rebalance (flow control suspended: its own seek
+        follows). The broker's end offsets are asked once per call (and its
+        beginning offsets when a partition has nothing committed).
         """
         if not self.app.flow_control.is_active():
             return []
@@ -147,6 +163,7 @@ class Consumer(aiokafka_driver.Consumer):
             return []
         try:
             ends = await self.highwaters(*tps)
+            positions = await self._committed_positions(tps, ends)
         except Exception as exc:  # a broker outage (logged by squall.worker.outage_log): check next time
             log.debug("squall: end offsets unavailable (%s): stuck partitions not checked", exc)
             watch.forget(())  # an outage stops commits: its time is not a stuck partition's
@@ -154,23 +171,33 @@ class Consumer(aiokafka_driver.Consumer):
         busy = self._first_unacked().keys()  # partitions with a message in processing
         stuck: list[TP] = []
         for tp in tps:
-            committed = self._committed_offset.get(tp)
+            committed = positions.get(tp)
             if watch.observe(tp, committed=committed, end=ends.get(tp), busy=tp in busy, now_s=now_s):
                 assert committed is not None
-                log.warning(
-                    "squall: reading %s[%d] again from its committed offset %d: %d message(s) past it never came",
-                    tp.topic,
-                    tp.partition,
-                    committed,
-                    ends[tp] - committed,
-                )
-                try:
-                    await self.seek(tp, committed)
-                except Exception as exc:  # revoked meanwhile, or the broker went away: the next check decides
-                    log.warning("squall: could not seek %s[%d]: %s", tp.topic, tp.partition, exc)
-                    continue
-                stuck.append(tp)
+                why = f"its committed position, {ends[tp] - committed} message(s) past it never came"
+                if await self._seek_back(tp, committed, why):
+                    stuck.append(tp)
         return stuck
+
+    async def _committed_positions(self, tps: list[TP], ends: Mapping[TP, int]) -> dict[TP, int]:
+        """Where each of ``tps`` is read from: its committed offset, or its beginning when Faust holds none.
+
+        Faust keeps ``None`` in ``_committed_offset`` both when the group
+        committed nothing for the partition and when it committed 0
+        (``Consumer.perform_seek`` stores ``offset if offset else None``);
+        either way the consumer reads from the partition's beginning
+        (``consumer_auto_offset_reset="earliest"``, also for a committed 0
+        that retention deleted): the broker's log start offset. That is asked,
+        in one request, only for such partitions that hold messages
+        (``ends``: the broker's end offsets). Raises what
+        ``earliest_offsets`` raises (a broker outage).
+        """
+        positions = {tp: offset for tp in tps if (offset := self._committed_offset.get(tp)) is not None}
+        unknown = [tp for tp in tps if tp not in positions and ends.get(tp, 0) > 0]
+        if unknown:
+            beginnings = await self.earliest_offsets(*unknown)
+            positions.update({tp: beginnings[tp] for tp in unknown if beginnings.get(tp) is not None})
+        return positions
 
     def _merge_gaps(self, tp: TP, acked: list[int]) -> None:
         """Faust's gap handling, as in ``_new_offset``: offsets missing from the log count as acked."""

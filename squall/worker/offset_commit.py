@@ -77,7 +77,13 @@ class StuckWatch:
         self._since: dict[object, tuple[int, float]] = {}  # partition -> (committed offset, unchanged since)
 
     def observe(self, tp: object, *, committed: int | None, end: int | None, busy: bool, now_s: float) -> bool:
-        """True when ``tp`` is stuck now (then re-armed: True again only after another ``after_s``)."""
+        """True when ``tp`` is stuck now (then re-armed: True again only after another ``after_s``).
+
+        ``committed``: the offset the group reads ``tp`` from — its committed
+        offset, or its beginning offset when nothing is committed (the
+        caller's to find: Faust holds ``None`` then); ``None`` = unknown, not
+        checked. ``end``: the broker's end offset, ``None`` = unknown.
+        """
         if self.after_s <= 0 or committed is None or end is None or committed >= end or busy:
             self._since.pop(tp, None)
             return False

@@ -25,6 +25,9 @@ from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalKind, SignalMessage
 from squall.policy.schedule import UrlRecord
 
+# A Faust setting changed after it was read (the store of tests/agents/conftest.py set late) fails the test.
+pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
+
 PARTITIONS: int = topology.settings["topology.partitions"]
 HOST = "example.com"
 P = partition_for_key(HOST, PARTITIONS)
@@ -42,8 +45,7 @@ class Sent:
 
 @pytest.fixture()
 def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
-    if str(topology.app.conf.store) != "memory:":
-        topology.app.conf.store = "memory://"
+    assert str(topology.app.conf.store) == "memory:", "tests/agents/conftest.py sets the memory store"
     topology.app.finalize()
     topology.app.flow_control.resume()
     record = Sent()

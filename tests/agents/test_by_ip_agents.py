@@ -27,6 +27,9 @@ from squall.policy.schedule import UrlRecord
 
 from .test_agents import PARTITIONS, Sent, sent  # noqa: F401 (fixture)
 
+# A Faust setting changed after it was read (the store of tests/agents/conftest.py set late) fails the test.
+pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
+
 HOST = "shop.example"
 URL = f"https://{HOST}/p"
 

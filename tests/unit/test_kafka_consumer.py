@@ -167,23 +167,33 @@ async def test_a_message_skipped_during_a_rebalance_waits_for_the_rebalances_own
     assert seeks == [] and consumer._filter_committable_offsets([TPX]) == {}
 
 
-async def test_a_stuck_stream_partition_is_sought_back_to_its_committed_offset(consumer, monkeypatch):
-    from squall.worker.offset_commit import StuckWatch
-
+def _stuck_check_against(consumer, monkeypatch, *, end: int, beginning: int) -> list[tuple[TP, int]]:
+    """A broker whose partition TPX holds offsets ``beginning`` .. ``end - 1``; returns the seeks made."""
     _topic_with_acks(monkeypatch, consumer)
-    consumer._committed_offset[TPX] = 18
     seeks: list[tuple[TP, int]] = []
 
     async def seek(tp, offset):
         seeks.append((tp, offset))
 
     async def highwaters(*tps):
-        return {tp: 29 for tp in tps}
+        return {tp: end for tp in tps}
+
+    async def earliest_offsets(*tps):
+        return {tp: beginning for tp in tps}
 
     monkeypatch.setattr(consumer, "seek", seek)
     monkeypatch.setattr(consumer, "highwaters", highwaters)
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
     monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
     monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
+    return seeks
+
+
+async def test_a_stuck_stream_partition_is_sought_back_to_its_committed_offset(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+    consumer._committed_offset[TPX] = 18
     watch = StuckWatch(30.0)
     assert await consumer.read_stuck_again(watch, 0.0) == []
     assert await consumer.read_stuck_again(watch, 31.0) == [TPX]
@@ -204,3 +214,59 @@ async def test_the_stuck_check_survives_a_broker_outage(consumer, monkeypatch):
     monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
     _topic_with_acks(monkeypatch, consumer)
     assert await consumer.read_stuck_again(StuckWatch(30.0), 0.0) == []
+
+
+@pytest.mark.parametrize("beginning", [0, 5])  # 5: retention deleted the partition's first messages
+async def test_a_stuck_partition_with_nothing_committed_is_sought_back_to_its_beginning(
+    consumer, monkeypatch, beginning
+):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=beginning)
+    assert consumer._committed_offset.get(TPX) is None  # Faust's "nothing committed" (and its committed 0)
+    watch = StuckWatch(30.0)
+    assert await consumer.read_stuck_again(watch, 0.0) == []
+    assert await consumer.read_stuck_again(watch, 31.0) == [TPX]
+    assert seeks == [(TPX, beginning)]
+
+
+async def test_a_partition_with_nothing_committed_whose_messages_retention_deleted_is_not_stuck(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=29)
+    watch = StuckWatch(30.0)
+    assert [await consumer.read_stuck_again(watch, float(t)) for t in range(0, 200, 10)] == [[]] * 20
+    assert seeks == []
+
+
+async def test_a_failed_seek_back_is_logged_and_forgotten_on_both_paths(consumer, monkeypatch, caplog):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    consumer._reseek_to[TPX] = 7  # a skipped message's re-read (fix 3)
+    await consumer._reseek(TPX)
+    watch = StuckWatch(30.0)
+    assert await consumer.read_stuck_again(watch, 0.0) == []
+    assert await consumer.read_stuck_again(watch, 31.0) == []  # stuck, but the seek failed
+    assert seeks == [(TPX, 7), (TPX, 0)]
+    assert sum("could not seek" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_the_stuck_check_survives_a_broker_outage_while_asking_the_beginning_offsets(consumer, monkeypatch):
+    from squall.worker.offset_commit import StuckWatch
+
+    seeks = _stuck_check_against(consumer, monkeypatch, end=29, beginning=0)
+
+    async def earliest_offsets(*tps):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    watch = StuckWatch(30.0)
+    assert [await consumer.read_stuck_again(watch, float(t)) for t in range(0, 100, 10)] == [[]] * 10
+    assert seeks == []
