@@ -31,8 +31,9 @@ Re-delivery and take-over (invariants 2 and 3):
   confirmed this worker's membership for ``kafka.session.timeout.secs``
   minus ``kafka.session.fence.margin.secs`` — a worker cut off from the
   broker stops before another can own its hosts. URLs wait meanwhile: a
-  confirmation lets them go on, a lost membership revokes their partitions
-  (handed back, as above).
+  confirmation lets them go on; an answer that ends the membership hands
+  every waiting URL back at once (the revoke that follows waits for their
+  acknowledgements, and the fence opens only after the rejoin).
 
 Tasks are created inside the agent's iteration, so they carry the event's
 context: the robots table write of :class:`agents.robots.RobotsService`
@@ -75,7 +76,7 @@ from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.backoff import TokenBucket, try_take
 from squall.policy.fetch_queues import FetchQueues
 from squall.policy.outcome import classify_failure, classify_http
-from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover
+from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
 from squall.policy.urls import NormalizerConfig, origin_of
@@ -95,6 +96,7 @@ BURST: int = settings.fetcher_server_burst
 RECENT_FETCH_IDS: int = settings.fetcher_recent_fetch_ids  # finished fetch ids remembered to recognise late copies
 QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
 FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
+FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the waiting URLs back
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class FetcherRuntime:
     free_slots: int = THREADS
     # hand-outs of an earlier owner fetched here: each is a repeat if that owner had fetched it before dying
     takeover_fetches: int = 0
+    ends_seen: int = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     pending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_PENDING))
 
@@ -169,7 +172,10 @@ class FetcherRuntime:
 
         A partition kept through a rebalance keeps its paces (the durable
         record may lag them by the signals in flight); one that was away
-        and came back starts over from the record with the take-over rule.
+        and came back starts from the record with the take-over rule, made
+        stricter by what this worker still remembers of the queue
+        (:func:`squall.policy.pace.stricter`: a Retry-After it was answered
+        may not be in the record yet).
         """
         since_s = state.assigned_at.get(partition_for_key(key, PARTITIONS), now_s)
         known = self.paces.get(key)
@@ -178,6 +184,8 @@ class FetcherRuntime:
         host = load_host(key)
         earlier_owner = any(t < since_s for t in host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s).values())
         pace = on_takeover(host.pace(), now_s, earlier_owner)
+        if known is not None:
+            pace = stricter(pace, known[1])
         self.paces[key] = (since_s, pace)
         return pace
 
@@ -280,28 +288,55 @@ class FetcherRuntime:
         """The worker's membership lease (squall's Kafka consumer, :mod:`squall.worker.kafka_consumer`), if any."""
         return getattr(app.consumer, "lease", None)
 
-    async def fence_open(self) -> bool:
-        """Wait while the fence is closed (see the module docstring); True if it was, False if it is open at once."""
+    async def fence_open(self, ended: int | None = None) -> bool:
+        """Wait while the fence is closed (see the module docstring), or until the membership ends.
+
+        Args:
+            ended: the count of ended memberships (:attr:`GroupLease.ended`) the
+                caller started under; default: the last one this fetcher handled.
+
+        Returns:
+            True when the fence is open under the same membership; False when
+            the membership ended since ``ended``: the group is giving this
+            worker's partitions away, so every URL waiting here was handed back
+            (the revoke that follows waits for their acknowledgements, and the
+            fence would open only after it: no waiting across it).
+        """
         lease = self._lease()
-        if lease is None or lease.holds():
-            return False
-        started = time.monotonic()
-        log.warning(
-            "squall: fenced: the group coordinator has not confirmed this worker's membership for "
-            "kafka.session.timeout.secs (%g s) minus kafka.session.fence.margin.secs (%g s): no request starts",
-            lease.fence.session_timeout_s,
-            lease.fence.margin_s,
-        )
-        while not lease.holds():  # noqa: ASYNC110  # renewed in the consumer thread: polled
-            await asyncio.sleep(FENCE_POLL_S)
-        fenced_s = time.monotonic() - started
-        metrics.fenced_seconds.inc(fenced_s)
-        log.warning("squall: membership confirmed again after %.1f s fenced: requests start again", fenced_s)
-        return True
+        if lease is None:
+            return True
+        start = self.ends_seen if ended is None else ended
+        fenced_at = None
+        while lease.ended == start and not lease.holds():
+            if fenced_at is None:
+                fenced_at = time.monotonic()
+                log.warning(
+                    "squall: fenced: the group coordinator has not confirmed this worker's membership for "
+                    "kafka.session.timeout.secs (%g s) minus kafka.session.fence.margin.secs (%g s): "
+                    "no request starts",
+                    lease.fence.session_timeout_s,
+                    lease.fence.margin_s,
+                )
+            await asyncio.sleep(FENCE_POLL_S)  # renewed in the consumer thread: polled
+        if fenced_at is not None:
+            metrics.fenced_seconds.inc(time.monotonic() - fenced_at)
+        if lease.ended == start:
+            if fenced_at is not None:
+                log.warning(
+                    "squall: membership confirmed again after %.1f s fenced: requests start again",
+                    time.monotonic() - fenced_at,
+                )
+            return True
+        if self.ends_seen != lease.ended:
+            self.ends_seen = lease.ended
+            log.warning("squall: membership ended: the URLs waiting here go back to the frontier")
+            self.revoke(set(range(PARTITIONS)))
+        return False
 
     async def _dispatch(self) -> None:
         while True:
-            await self.fence_open()
+            while not await self.fence_open():  # an ended membership hands its waiting URLs back here
+                continue  # then the fence stays closed until the rejoined group confirms this worker
             now = time.time()
             while self.free_slots > 0:
                 taken = self.queues.take(now)
@@ -317,8 +352,8 @@ class FetcherRuntime:
             ready = self.queues.next_ready_at_s()
             timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready - now)
             lease = self._lease()
-            if lease is not None:  # wake up in time to see the fence close
-                open_s = lease.open_for_s()
+            if lease is not None:  # wake up in time to see the fence close, or the membership end
+                open_s = min(lease.open_for_s(), FENCE_WAKE_S)
                 timeout = open_s if timeout is None else min(timeout, open_s)
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
@@ -586,14 +621,14 @@ async def _hop_pause(key: str) -> None:
     """Before a robots.txt redirect hop: wait the queue's delay, as between any two requests, and the fence.
 
     Raises:
-        Fenced: the fence closed during the pause and the hop's partition
-        changed hands meanwhile: the hop is not made here.
+        Fenced: the group membership ended during the pause (or its wait at
+        the fence): the hop's partition is being given away, the hop is not
+        made here.
     """
+    ended = runtime.ends_seen
     await asyncio.sleep(runtime.hop_delay_s(key))
-    partition = partition_for_key(key, PARTITIONS)
-    owned_since = state.assigned_at.get(partition)
-    if await runtime.fence_open() and state.assigned_at.get(partition) != owned_since:
-        raise Fenced(f"robots.txt hop of {key}: its partition {partition} changed hands while fenced")
+    if not await runtime.fence_open(ended):
+        raise Fenced(f"robots.txt hop of {key}: the group membership ended")
 
 
 async def _refresh_robots(origin: str, key: str, event) -> None:

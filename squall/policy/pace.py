@@ -240,6 +240,34 @@ def on_takeover(state: PaceState | None, now_s: float, previous_owner_active: bo
     return replace(state, next_fetch_at_s=max(state.next_fetch_at_s, now_s + state.delay_s))
 
 
+def stricter(record: PaceState, memory: PaceState) -> PaceState:
+    """The politer union of two views of one queue's pace: ``record`` where ``memory`` asks no more.
+
+    For a worker that gets a queue back after consumer generations it took
+    no part in (:func:`squall.policy.takeover.assigned_since`): ``record`` is
+    the durable state with the take-over rule (:func:`on_takeover`: what
+    another owner did meanwhile), ``memory`` this worker's own pace, which
+    may hold what the record does not have yet — its last request, a
+    Retry-After answered just before the rebalance (issue 9, fault trial
+    9103: a 503 with ``Retry-After: 2`` forgotten across generations 1 → 3,
+    the next request 1.7 s later). The later next start, the longer delay
+    and the later block win (the block's back-off state with it; the higher
+    back-off exponent); the robots delay state is the record's when it has one.
+    """
+    backoff = record.backoff
+    if memory.backoff is not None and (backoff is None or memory.blocked_until_s > backoff.blocked_until_s):
+        backoff = memory.backoff
+    if backoff is not None and record.backoff is not None and memory.backoff is not None:
+        backoff = replace(backoff, attempts=max(record.backoff.attempts, memory.backoff.attempts))
+    return replace(
+        record,
+        next_fetch_at_s=max(record.next_fetch_at_s, memory.next_fetch_at_s),
+        delay_s=max(record.delay_s, memory.delay_s),
+        backoff=backoff,
+        crawl=record.crawl if record.crawl is not None else memory.crawl,
+    )
+
+
 def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBackoff:
     """A Retry-After block until ``until_s`` (later blocks win); the back-off exponent is kept."""
     current = backoff or HostBackoff()

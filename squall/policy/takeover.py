@@ -79,8 +79,9 @@ def assigned_since(
     group's previous generation (``generation == previous_generation + 1``):
     a worker cut off from the broker may come back to the same partitions
     after generations it took no part in, while another worker fetched its
-    hosts, and its in-memory paces are stale then (docs/architecture.md
-    invariant 2: the durable record and the take-over rule decide instead).
+    hosts, and its in-memory paces are incomplete then (docs/architecture.md
+    invariant 2: the durable record with the take-over rule decides, made
+    stricter by that memory, :func:`squall.policy.pace.stricter`).
     """
     contiguous = previous_generation is not None and generation == previous_generation + 1
     return {p: previous.get(p, now_s) if contiguous else now_s for p in partitions}

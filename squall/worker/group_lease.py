@@ -24,6 +24,9 @@ log = logging.getLogger("squall.lease")
 class GroupLease:
     """When the coordinator last confirmed this worker's membership (monotonic s), and the fence over it.
 
+    ``ended`` counts the answers that ended the membership: a fetcher
+    that sees it grow hands back what waits in its queues.
+
     Before :meth:`watch` (no consumer group: an agent unit test) the fence
     is open; after it, closed until the first confirmation (the JoinGroup
     and SyncGroup that give the worker its partitions).
@@ -34,6 +37,7 @@ class GroupLease:
         self.clock = clock
         self.confirmed_at_s: float | None = None
         self.watched = False
+        self.ended = 0  # memberships ended by the coordinator (UNKNOWN_MEMBER_ID, ...), since start
 
     def holds(self) -> bool:
         """Whether the fetcher may start a request now (squall.policy.lease.Fence.holds)."""
@@ -51,9 +55,11 @@ class GroupLease:
         if confirms(api_key, error_code):
             if self.confirmed_at_s is None or sent_at_s > self.confirmed_at_s:
                 self.confirmed_at_s = sent_at_s
-        elif ends(api_key, error_code) and self.confirmed_at_s is not None:
-            log.warning("squall: the group coordinator no longer knows this worker (error %d): fenced", error_code)
+        elif ends(api_key, error_code):
+            if self.confirmed_at_s is not None:
+                log.warning("squall: the group coordinator no longer knows this worker (error %d): fenced", error_code)
             self.confirmed_at_s = None
+            self.ended += 1
 
     def watch(self, coordinator: Any) -> None:
         """Route ``coordinator``'s requests (an aiokafka ``GroupCoordinator``) through :meth:`answered`."""

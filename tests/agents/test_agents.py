@@ -253,7 +253,7 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
     import asyncio
 
     from agents import fetcher
-    from squall.policy.lease import HEARTBEAT, NONE, UNKNOWN_MEMBER_ID, Fence
+    from squall.policy.lease import HEARTBEAT, NONE, SYNC_GROUP, UNKNOWN_MEMBER_ID, Fence
     from squall.worker.group_lease import GroupLease
 
     runtime = fetcher.FetcherRuntime()
@@ -272,9 +272,13 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
         turn.end(fetcher.FetchEnded(fetch_id="t1", kind=SignalKind.OTHER, at_s=time.time()))
         lease.answered(HEARTBEAT, UNKNOWN_MEMBER_ID, time.monotonic())  # the group forgot this worker
         second = asyncio.get_running_loop().create_task(runtime.turn(HOST))
+        handed_back = await asyncio.wait_for(second, 3.0)  # not held across the revoke that follows
+        assert isinstance(handed_back, fetcher.HandBack)
+        third = asyncio.get_running_loop().create_task(runtime.turn(HOST))
         await asyncio.sleep(0.5)
-        assert not second.done(), "a turn was granted after the membership ended"
-        second.cancel()
+        assert not third.done(), "a turn was granted before the rejoined group confirmed this worker"
+        lease.answered(SYNC_GROUP, NONE, time.monotonic())
+        assert isinstance(await asyncio.wait_for(third, 2.0), fetcher.Turn)
     finally:
         dispatch.cancel()
     assert fetcher.metrics.fenced_seconds._value.get() >= 0.4

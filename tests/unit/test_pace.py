@@ -10,7 +10,7 @@ from squall.policy.backoff import BackoffConfig, HostBackoff, backoff_delay_s
 from squall.policy.crawl_delay import CrawlDelayConfig
 from squall.errors import ConfigError
 from squall.policy.frontier import HostRecord
-from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, on_takeover
+from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.records import SignalKind
 from squall.settings import load_settings
 
@@ -204,3 +204,20 @@ def test_several_threads_per_queue_use_the_min_delay():
 def test_a_retry_after_cap_that_is_not_positive_names_its_key():
     with pytest.raises(ConfigError, match="frontier.retry.after.max.secs"):
         load_settings().with_overrides({"frontier.retry.after.max.secs": 0})
+
+
+def test_a_queue_back_after_a_gap_keeps_the_retry_after_only_this_worker_knows():
+    record = on_takeover(PaceState(next_fetch_at_s=90.0, delay_s=0.3), now_s=100.0, previous_owner_active=True)
+    memory = PaceState(next_fetch_at_s=95.3, delay_s=0.3, backoff=HostBackoff(attempts=0, blocked_until_s=105.0))
+    merged = stricter(record, memory)
+    assert merged.ready_at_s == 105.0 and merged.next_fetch_at_s == 100.3
+
+
+def test_the_stricter_pace_takes_the_later_start_the_longer_delay_and_the_higher_exponent():
+    record = PaceState(next_fetch_at_s=120.0, delay_s=1.0, backoff=HostBackoff(attempts=1, blocked_until_s=130.0))
+    memory = PaceState(next_fetch_at_s=110.0, delay_s=2.0, backoff=HostBackoff(attempts=3, blocked_until_s=125.0))
+    merged = stricter(record, memory)
+    assert (merged.next_fetch_at_s, merged.delay_s, merged.blocked_until_s) == (120.0, 2.0, 130.0)
+    assert merged.backoff is not None and merged.backoff.attempts == 3
+    assert stricter(record, PaceState()) == record
+    assert stricter(PaceState(), memory).ready_at_s == memory.ready_at_s
