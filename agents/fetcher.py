@@ -306,9 +306,9 @@ class FetcherRuntime:
         if lease is None:
             return True
         start = self.ends_seen if ended is None else ended
-        fenced_at = None
+        fenced_at: float | None = None  # set once a membership was ever confirmed: before it nothing is owned
         while lease.ended == start and not lease.holds():
-            if fenced_at is None:
+            if fenced_at is None and lease.ever_confirmed:
                 fenced_at = time.monotonic()
                 log.warning(
                     "squall: fenced: the group coordinator has not confirmed this worker's membership for "

@@ -72,8 +72,8 @@ class SettingsFields:
     kafka_outage_quiet_secs: float = field(metadata={"key": "kafka.outage.quiet.secs"})
     #: A stream partition of this worker whose committed offset has not moved for
     #: this long (s) while the broker holds messages past it and none of them is in
-    #: processing here is read again from its committed offset (logged as a
-    #: WARNING): its messages stopped coming (issue 9's stranded messages after a
+    #: processing here is read again from its committed offset (its beginning when
+    #: nothing is committed; logged as a WARNING): its messages stopped coming (issue 9's stranded messages after a
     #: take-over). Checked every 5 s. 0 = off.
     kafka_stuck_partition_secs: float = field(metadata={"key": "kafka.stuck.partition.secs"})
     #: How often (s) a worker checks its due queues and, when a host is due, sends

@@ -38,6 +38,7 @@ class GroupLease:
         self.confirmed_at_s: float | None = None
         self.watched = False
         self.ended = 0  # memberships ended by the coordinator (UNKNOWN_MEMBER_ID, ...), since start
+        self.ever_confirmed = False  # False until the first join: waiting for it is not being fenced
 
     def holds(self) -> bool:
         """Whether the fetcher may start a request now (squall.policy.lease.Fence.holds)."""
@@ -55,6 +56,7 @@ class GroupLease:
         if confirms(api_key, error_code):
             if self.confirmed_at_s is None or sent_at_s > self.confirmed_at_s:
                 self.confirmed_at_s = sent_at_s
+            self.ever_confirmed = True
         elif ends(api_key, error_code):
             if self.confirmed_at_s is not None:
                 log.warning("squall: the group coordinator no longer knows this worker (error %d): fenced", error_code)
