@@ -66,7 +66,7 @@ from agents.common import deadletter, load_host
 from agents.observe import audit_request, metrics, observe_fetch, observe_result
 from agents.render import close_pool, render_step
 from agents.robots import RobotsService
-from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, state
+from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, owned_partitions, state
 from agents.sitemaps import emit_robots_sitemaps
 from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
 from squall.net.http import FetchResult, HttpConfig, HttpFetcher
@@ -377,8 +377,7 @@ async def _drop_revoked(sender, revoked, **kwargs) -> None:
 
 @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _forget_unowned(sender, **kwargs) -> None:
-    topic = fetch_topic.get_topic_name()
-    runtime.forget_unowned({tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic})
+    runtime.forget_unowned(owned_partitions())
 
 
 @app.agent(fetch_topic)

@@ -134,11 +134,15 @@ class WorkerState:
 state = WorkerState()
 
 
+def owned_partitions() -> set[int]:
+    """The partitions this worker owns now (every topic is co-partitioned: those of the ticks topic)."""
+    topic = ticks_topic.get_topic_name()
+    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+
+
 @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _rebuild_after_recovery(sender, **kwargs) -> None:
-    actives = app.assignor.assigned_actives()
-    partitions = {tp.partition for tp in actives if tp.topic == ticks_topic.get_topic_name()}
-    await state.rebuild(partitions)
+    await state.rebuild(owned_partitions())
 
 
 STUCK = StuckWatch(settings.kafka_stuck_partition_secs)

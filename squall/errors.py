@@ -78,7 +78,7 @@ class FetchError(SquallError):
 
 
 class Fenced(SquallError):
-    """A request not made: the fence held it (squall.policy.lease) and its host's partition changed hands meanwhile."""
+    """A request not made: the group membership ended while the fence held it (squall.policy.lease)."""
 
 
 class BlockedAddress(FetchError):

@@ -207,7 +207,12 @@ def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessa
 
 def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """The status and pace event of a URL decided without a request."""
-    status = StatusMessage(
+    return _ended_as(msg, skip, now_s), ended(msg, SignalKind.OTHER, now_s, requested=False)
+
+
+def _ended_as(msg: FetchMessage, skip: Skip, now_s: float) -> StatusMessage:
+    """The status of a hand-out that ends as ``skip`` says, with nothing fetched."""
+    return StatusMessage(
         url=msg.url,
         status=skip.status,
         reason=skip.reason,
@@ -217,7 +222,6 @@ def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage,
         retry_after_s=skip.retry_after_s,
         chain=msg.chain,
     )
-    return status, ended(msg, SignalKind.OTHER, now_s, requested=False)
 
 
 def deferred(msg: FetchMessage, until_s: float, now_s: float) -> tuple[StatusMessage, FetchEnded]:
@@ -227,15 +231,7 @@ def deferred(msg: FetchMessage, until_s: float, now_s: float) -> tuple[StatusMes
 
 def failed_unexpectedly(msg: FetchMessage, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """A bug in the fetch path: the URL is retried later (FETCH_ERROR fetch.protocol); no request is assumed."""
-    status = StatusMessage(
-        url=msg.url,
-        status=Status.FETCH_ERROR,
-        reason=Reason.FETCH_PROTOCOL,
-        depth=msg.depth,
-        metadata=msg.metadata,
-        fetched_at_s=now_s,
-        chain=msg.chain,
-    )
+    status = _ended_as(msg, Skip(Status.FETCH_ERROR, Reason.FETCH_PROTOCOL), now_s)
     # requested=True is the politer assumption: the host waits a delay as if a request was made
     return status, ended(msg, SignalKind.OTHER, now_s, requested=True)
 

@@ -254,9 +254,8 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
     and the later block win (the block's back-off state with it; the higher
     back-off exponent); the robots delay state is the record's when it has one.
     """
-    backoff = record.backoff
-    if memory.backoff is not None and (backoff is None or memory.blocked_until_s > backoff.blocked_until_s):
-        backoff = memory.backoff
+    later = memory.backoff is not None and (record.backoff is None or memory.blocked_until_s > record.blocked_until_s)
+    backoff = memory.backoff if later else record.backoff
     if backoff is not None and record.backoff is not None and memory.backoff is not None:
         backoff = replace(backoff, attempts=max(record.backoff.attempts, memory.backoff.attempts))
     return replace(

@@ -67,7 +67,7 @@ class Consumer(aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
-        margin_s = getattr(getattr(self.app, "squall_settings", None), "kafka_session_fence_margin_secs", 0.0)
+        margin_s = self.app.squall_settings.kafka_session_fence_margin_secs  # type: ignore[attr-defined]  # SquallApp
         self.lease = GroupLease(Fence(self.app.conf.broker_session_timeout, margin_s))  # fix 4
 
     def _new_consumer_thread(self) -> aiokafka_driver.AIOKafkaConsumerThread:

@@ -90,6 +90,16 @@ def test_an_acked_run_is_committed_up_to_the_message_still_in_processing(consume
 def _topic_with_acks(monkeypatch: pytest.MonkeyPatch, consumer) -> None:
     monkeypatch.setattr(consumer.app.topics, "acks_enabled_for", lambda topic: topic == TOPIC)
 
+def _recorded_seeks(consumer, monkeypatch: pytest.MonkeyPatch) -> list[tuple[TP, int]]:
+    """Replace the consumer's seek by one that records (partition, offset); returns the record."""
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp, offset):
+        seeks.append((tp, offset))
+
+    monkeypatch.setattr(consumer, "seek", seek)
+    return seeks
+
 
 def test_faust_acks_a_message_its_stream_skipped_and_that_offset_becomes_committable(consumer, monkeypatch):
     _topic_with_acks(monkeypatch, consumer)
@@ -133,12 +143,7 @@ async def test_a_message_skipped_while_the_flow_runs_is_read_again_by_a_seek(con
 
     _topic_with_acks(monkeypatch, consumer)
     consumer._committed_offset[TPX] = 10
-    seeks: list[tuple[TP, int]] = []
-
-    async def seek(tp, offset):
-        seeks.append((tp, offset))
-
-    monkeypatch.setattr(consumer, "seek", seek)
+    seeks = _recorded_seeks(consumer, monkeypatch)
     monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
     monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: True)
     monkeypatch.setattr(consumer, "loop", asyncio.get_running_loop(), raising=False)
@@ -154,12 +159,7 @@ async def test_a_message_skipped_during_a_rebalance_waits_for_the_rebalances_own
 
     _topic_with_acks(monkeypatch, consumer)
     consumer._committed_offset[TPX] = 10
-    seeks: list[tuple[TP, int]] = []
-
-    async def seek(tp, offset):
-        seeks.append((tp, offset))
-
-    monkeypatch.setattr(consumer, "seek", seek)
+    seeks = _recorded_seeks(consumer, monkeypatch)
     monkeypatch.setattr(consumer.app.flow_control, "is_active", lambda: False)
     consumer.ack(ConsumerMessage(TOPIC, 0, 10, 0.0, 0, None, b"k", b"v", None))
     for _ in range(5):
@@ -170,10 +170,7 @@ async def test_a_message_skipped_during_a_rebalance_waits_for_the_rebalances_own
 def _stuck_check_against(consumer, monkeypatch, *, end: int, beginning: int) -> list[tuple[TP, int]]:
     """A broker whose partition TPX holds offsets ``beginning`` .. ``end - 1``; returns the seeks made."""
     _topic_with_acks(monkeypatch, consumer)
-    seeks: list[tuple[TP, int]] = []
-
-    async def seek(tp, offset):
-        seeks.append((tp, offset))
+    seeks = _recorded_seeks(consumer, monkeypatch)
 
     async def highwaters(*tps):
         return {tp: end for tp in tps}
@@ -181,7 +178,6 @@ def _stuck_check_against(consumer, monkeypatch, *, end: int, beginning: int) -> 
     async def earliest_offsets(*tps):
         return {tp: beginning for tp in tps}
 
-    monkeypatch.setattr(consumer, "seek", seek)
     monkeypatch.setattr(consumer, "highwaters", highwaters)
     monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
     monkeypatch.setattr(consumer, "assignment", lambda: {TPX})
