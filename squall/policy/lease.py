@@ -29,15 +29,16 @@ FENCED_INSTANCE_ID (82) to any of them end the membership at once.
 A heartbeat answered after the fence closed is not trusted (:func:`judge`):
 once the coordinator has been out of reach for longer than the lease, this
 worker cannot tell whether the group it answers for is the one that gave it
-its partitions. Kafka 4.1 was seen (fault trial 9103, 2026-12-01) loading a
-restarted broker's group with both members, answering one member's
-heartbeat with NONE, then unloading and reloading the group without it a
-few seconds later and giving all partitions to the other member: the
-confirmed worker went on fetching beside the new owner. A heartbeat is not
-written to the group's log; an assignment is (before SyncGroup is
-answered). So after a lapse only a new generation (JoinGroup and SyncGroup
-with NONE) reopens the fence: such a heartbeat counts as an end of the
-membership, and the worker rejoins at once.
+its partitions. Kafka 4.1 was seen (fault trial 9103, 2026-12-01) answering
+a member's heartbeat with NONE after a broker restart, then within 0.1 s
+refusing that member's OffsetCommit as from an unknown member, while the
+other member rejoined alone and took every partition; the confirmed worker
+went on fetching beside the new owner. (The broker's log of such a restart
+shows the group loaded with its members, expired, unloaded and loaded
+again.) A heartbeat is not written to the group's log; an assignment is
+(before SyncGroup is answered). So after a lapse only a new generation
+(JoinGroup and SyncGroup with NONE) reopens the fence: such a heartbeat
+counts as an end of the membership, and the worker rejoins at once.
 
 Times are monotonic seconds of one process (the consumer thread confirms,
 the fetcher reads).

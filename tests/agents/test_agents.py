@@ -143,6 +143,22 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     assert agent_runtime.state.stranded == {P: {}}
 
 
+async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:
+    """Trial 9103: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
+    now = time.time()
+    reported, awaited = "https://example.com/reported", "https://example.com/awaited"
+    host = HostRecord(key=HOST).with_handout([reported], now - 3).with_handout([awaited], now - 1)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    for url, last in ((reported, now - 2.5), (awaited, now - 2.0)):  # `awaited`: its result is not in yet
+        record = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 1, last_fetch_at_s=last)
+        topology.urls_table.data[url.encode()] = record.to_dict()
+    await agent_runtime.state.rebuild({P})
+    index = agent_runtime.state.indexes[P]
+    assert len(index) == 1
+    index.set_host_ready(HOST, now)  # its places are taken by `awaited` until the signals come
+    assert index.pop_due(now + 10, per_host=10) == [(HOST, [reported])]
+
+
 # ---------------------------------------------------------------- queue regulator
 
 
