@@ -103,6 +103,11 @@ class GroupLease:
 
         def reset_generation() -> None:
             reset()
+            closing = getattr(coordinator, "_closing", None)
+            if closing is not None and closing.done():  # the LeaveGroup of a shutdown
+                self.confirmed_at_s = None
+                self.ended += 1
+                return
             self.end("aiokafka reset its group generation (a request was refused as from an unknown member)")
 
         coordinator._send_req = send_req

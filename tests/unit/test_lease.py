@@ -217,3 +217,19 @@ def test_a_generation_reset_for_any_request_ends_the_membership() -> None:
     coordinator.reset_generation()  # what aiokafka's commit path calls on UNKNOWN_MEMBER_ID
     assert coordinator.resets == 1 and coordinator.rejoins == 1  # the original still runs
     assert not lease.holds() and lease.ended == 1
+
+
+def test_leaving_the_group_at_shutdown_ends_the_lease_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE)
+    lease = GroupLease(FENCE, clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+
+    class Done:
+        def done(self) -> bool:
+            return True
+
+    coordinator._closing = Done()  # type: ignore[attr-defined]  # aiokafka's future, set by close()
+    coordinator.reset_generation()
+    assert not lease.holds() and lease.ended == 1 and not caplog.records
