@@ -78,7 +78,7 @@ from squall.policy.fetch_queues import FetchQueues
 from squall.policy.outcome import classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
-from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
+from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.policy.urls import NormalizerConfig, origin_of
 from squall.worker.group_lease import GroupLease
 from topology import app, fetch_topic, settings, signals_topic, status_topic
@@ -221,6 +221,38 @@ class FetcherRuntime:
         self.free_slots += 1
         self.wakeup.set()
         return pace
+
+    def learn(self, signal: SignalMessage, record: PaceState) -> None:
+        """The queue regulator applied ``signal`` of another worker's fetch; ``record``: the durable pace now.
+
+        Such a signal — an earlier owner's last request, answered after this
+        worker took the queue over — reaches the hosts table after
+        :meth:`pace` read it; without this its Retry-After or delay would be
+        unknown here (fault trial 9103: a ``Retry-After: 2`` answered to the
+        cut-off worker, and this one asked the host 1.2 s later). Merged
+        with :func:`squall.policy.pace.stricter`; the queue is re-timed, and a
+        long block hands its waiting URLs back. Signals of this worker's own
+        fetches change nothing: its pace is ahead of the record (a lagging
+        record would bring back a back-off that a later success ended). A
+        queue with no pace here yet reads the record when it starts.
+        """
+        if signal.handed_out_at_s is None or self.received(signal.url, signal.handed_out_at_s):
+            return
+        key = signal.key
+        known = self.paces.get(key)
+        if known is None:
+            return
+        pace = stricter(record, known[1])
+        if pace == known[1]:
+            return
+        self.paces[key] = (known[0], pace)
+        self.queues.set_ready_at(key, pace.ready_at_s)
+        until_s = fd.hand_back_until(pace, time.time(), CONFIG)
+        if until_s is not None:
+            for waiting in self.queues.drain(key):
+                if not waiting.done():
+                    waiting.set_result(HandBack(until_s))
+        self.wakeup.set()
 
     def audit(self, key: str, required_delay_s: float | None = None) -> None:
         """Record in the politeness audit that a request of queue ``key`` starts now (right before it is sent).

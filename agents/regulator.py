@@ -4,11 +4,15 @@ The worker that owns a host's partition is the only one that applies its
 signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
 It applies the same pace model as the fetcher's gate
 (:mod:`squall.policy.pace`, through :func:`squall.policy.host_pacing.apply_signal`) to the
-durable record; re-delivery is made harmless there.
+durable record; re-delivery is made harmless there. A record that changed
+makes the fetcher's pace of the queue stricter where it asks for more
+(:meth:`agents.fetcher.FetcherRuntime.learn`: an earlier owner's last
+request may be answered after this worker took the queue over).
 """
 
 from __future__ import annotations
 
+from agents import fetcher
 from agents.common import deadletter, load_host, save_host
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.errors import MessageError
@@ -37,6 +41,7 @@ async def regulator(stream):
             continue
         if updated is not host:
             save_host(updated)
+            fetcher.runtime.learn(signal, updated.pace())
         index = state.index_for_key(signal.key)
         if index is not None:
             index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))

@@ -88,7 +88,7 @@ class WorkerState:
         self, indexes: dict[int, DueIndex], now: float, generation: int, chunk: int
     ) -> tuple[int, int] | None:
         """Fill ``indexes`` from the tables: (URLs scheduled, URLs in flight), or None (superseded)."""
-        in_flight: set[str] = set()
+        in_flight: dict[str, float] = {}  # URL → hand-out time (s)
         for n, value in enumerate(hosts_table.values(), 1):
             host = HostRecord.from_dict(value)
             index = indexes.get(partition_for_key(host.key, PARTITIONS))
@@ -110,7 +110,9 @@ class WorkerState:
         for n, value in enumerate(urls_table.values(), 1):
             rec = UrlRecord.from_dict(value)
             index = indexes.get(partition_for_key(rec.key, PARTITIONS))
-            if index is not None and rec.next_fetch_at_s is not None and rec.url not in in_flight:
+            handed_out_at_s = in_flight.get(rec.url)
+            awaited = handed_out_at_s is not None and not rec.reported_since(handed_out_at_s)
+            if index is not None and rec.next_fetch_at_s is not None and not awaited:
                 index.push(rec.key, rec.url, rec.next_fetch_at_s, rec.priority)
                 count += 1
             if n % chunk == 0 and not await self._still(generation):

@@ -26,6 +26,20 @@ until the rebalance ends, and must rejoin), JoinGroup and SyncGroup with
 NONE. UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22) and
 FENCED_INSTANCE_ID (82) to any of them end the membership at once.
 
+A heartbeat answered after the fence closed is not trusted (:func:`judge`):
+once the coordinator has been out of reach for longer than the lease, this
+worker cannot tell whether the group it answers for is the one that gave it
+its partitions. Kafka 4.1 was seen (fault trial 9103, 2026-12-01) answering
+a member's heartbeat with NONE after a broker restart, then within 0.1 s
+refusing that member's OffsetCommit as from an unknown member, while the
+other member rejoined alone and took every partition; the confirmed worker
+went on fetching beside the new owner. (The broker's log of such a restart
+shows the group loaded with its members, expired, unloaded and loaded
+again.) A heartbeat is not written to the group's log; an assignment is
+(before SyncGroup is answered). So after a lapse only a new generation
+(JoinGroup and SyncGroup with NONE) reopens the fence: such a heartbeat
+counts as an end of the membership, and the worker rejoins at once.
+
 Times are monotonic seconds of one process (the consumer thread confirms,
 the fetcher reads).
 """
@@ -33,6 +47,7 @@ the fetcher reads).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 JOIN_GROUP = 11  # Kafka API keys
 HEARTBEAT = 12
@@ -63,6 +78,15 @@ def ends(api_key: int, error_code: int) -> bool:
     return api_key in _MEMBERSHIP_APIS and error_code in _GONE
 
 
+class Verdict(Enum):
+    """What one answer of the group coordinator does to the lease (:func:`judge`)."""
+
+    CONFIRM = "confirm"  # the lease runs from the request's send time
+    END = "end"  # the membership ended: hand back what waits, rejoin
+    REJOIN = "rejoin"  # a heartbeat after a lapse: not trusted, treated as an end, and a rejoin is asked for
+    NOTHING = "nothing"  # says nothing of the membership (a coordinator error, another API)
+
+
 @dataclass(frozen=True)
 class Fence:
     """The fence of one worker.
@@ -86,3 +110,24 @@ class Fence:
         """Whether a request may start at ``now_s`` (monotonic s) under the membership confirmed at ``confirmed_at_s``."""
         until = self.open_until_s(confirmed_at_s)
         return until is not None and now_s < until
+
+    def lapsed(self, confirmed_at_s: float | None, at_s: float) -> bool:
+        """Whether the lease confirmed at ``confirmed_at_s`` had run out by ``at_s`` (monotonic s; None = no lease)."""
+        return not self.holds(confirmed_at_s, at_s)
+
+
+def judge(fence: Fence, api_key: int, error_code: int, sent_at_s: float, confirmed_at_s: float | None) -> Verdict:
+    """What an answer to a request of ``api_key`` sent at ``sent_at_s`` does to the lease confirmed at ``confirmed_at_s``.
+
+    JoinGroup and SyncGroup with NONE confirm (a new generation, written to
+    the group's log). A confirming heartbeat confirms only while the lease
+    holds at its send time; after a lapse it is :attr:`Verdict.REJOIN` (see
+    the module docstring). :func:`ends` codes end the membership.
+    """
+    if ends(api_key, error_code):
+        return Verdict.END
+    if not confirms(api_key, error_code):
+        return Verdict.NOTHING
+    if api_key == HEARTBEAT and fence.lapsed(confirmed_at_s, sent_at_s):
+        return Verdict.REJOIN
+    return Verdict.CONFIRM

@@ -252,7 +252,12 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
     9103: a 503 with ``Retry-After: 2`` forgotten across generations 1 → 3,
     the next request 1.7 s later). The later next start, the longer delay
     and the later block win (the block's back-off state with it; the higher
-    back-off exponent); the robots delay state is the record's when it has one.
+    back-off exponent); of the two robots delay states the one with the
+    longer delay (the record's on a tie).
+
+    Also for a signal applied to the record after this worker read it
+    (:meth:`agents.fetcher.FetcherRuntime.learn`): an earlier owner's last
+    request, answered after the take-over.
     """
     later = memory.backoff is not None and (record.backoff is None or memory.blocked_until_s > record.blocked_until_s)
     backoff = memory.backoff if later else record.backoff
@@ -263,8 +268,13 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
         next_fetch_at_s=max(record.next_fetch_at_s, memory.next_fetch_at_s),
         delay_s=max(record.delay_s, memory.delay_s),
         backoff=backoff,
-        crawl=record.crawl if record.crawl is not None else memory.crawl,
+        crawl=memory.crawl if _crawl_delay_s(memory) > _crawl_delay_s(record) else record.crawl,
     )
+
+
+def _crawl_delay_s(state: PaceState) -> int:
+    """The frontier robots delay (whole s) of ``state``; 0 = none."""
+    return (state.crawl.delay_s or 0) if state.crawl is not None else 0
 
 
 def _block(backoff: HostBackoff | None, until_s: float, now_s: float) -> HostBackoff:

@@ -182,6 +182,17 @@ class UrlRecord:
         """True while the URL waits for a (first or repeated) fetch attempt."""
         return self.status in (Status.DISCOVERED, Status.FETCH_ERROR) and self.next_fetch_at_s is not None
 
+    def reported_since(self, handed_out_at_s: float) -> bool:
+        """Whether a result of the hand-out at ``handed_out_at_s`` (Unix s) is in this record already.
+
+        The fetcher sends a URL's status before its signal, and the signal
+        frees the host's hand-out place: between the two the host record
+        still lists the URL in flight while this record is due again. A due
+        index rebuilt then must index it (nothing else would: issue 9, fault
+        trial 9103, a deferred URL left out of the index for good).
+        """
+        return self.last_fetch_at_s is not None and self.last_fetch_at_s >= handed_out_at_s
+
 
 def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata: dict[str, list[str]]) -> UrlRecord:
     """The record of a newly discovered URL, due at once (seeds get a higher priority)."""

@@ -49,9 +49,10 @@ class SettingsFields:
     #: Fence (s): the fetcher starts no request later than this before its group
     #: membership could have expired, i.e. kafka.session.timeout.secs after the
     #: last heartbeat the group coordinator answered. A worker cut off from the
-    #: broker stops fetching before another worker can take its hosts over, and
-    #: goes on once the coordinator confirms it again (or rejoins and hands its
-    #: waiting URLs back). Covers the time from a granted turn to the request
+    #: broker stops fetching before another worker can take its hosts over; when
+    #: the coordinator answers again it hands its waiting URLs back, rejoins the
+    #: group and goes on with the new generation (a heartbeat answered after the
+    #: fence closed is not trusted). Covers the time from a granted turn to the request
     #: reaching the server. Must be below kafka.session.timeout.secs minus the
     #: heartbeat interval (a third of it, at most 3 s).
     kafka_session_fence_margin_secs: float = field(metadata={"key": "kafka.session.fence.margin.secs"})

@@ -1,11 +1,19 @@
 """The worker's group-membership lease, kept from the answers of its group coordinator (squall.policy.lease).
 
-:meth:`GroupLease.watch` wraps the ``_send_req`` of aiokafka's
+:meth:`GroupLease.watch` wraps two methods of aiokafka's
 ``GroupCoordinator`` (private API of aiokafka 0.14, pinned by
-tests/unit/test_group_lease.py): every Heartbeat, JoinGroup and SyncGroup
-goes through it, so each answer that confirms membership moves the lease
-to that request's send time, and one that ends membership ends the lease
-at once. The coordinator runs in Faust's consumer thread; the fetcher reads
+tests/integration/test_group_lease.py):
+
+* ``_send_req``: every Heartbeat, JoinGroup and SyncGroup goes through it,
+  so each answer that confirms membership moves the lease to that request's
+  send time, and one that ends membership ends the lease at once; a
+  heartbeat confirmed after the lease lapsed ends it too, and asks for a
+  rejoin (:func:`squall.policy.lease.judge`);
+* ``reset_generation``: aiokafka drops its member id and generation there
+  whatever request was refused — an OffsetCommit answered UNKNOWN_MEMBER_ID
+  or ILLEGAL_GENERATION included (fault trial 9103: a worker learned so that
+  its membership had ended, and went on fetching through Faust's revoke,
+  which waits for what is in flight). The coordinator runs in Faust's consumer thread; the fetcher reads
 the lease from the worker's event loop (one float, replaced whole).
 """
 
@@ -16,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from squall.policy.lease import Fence, confirms, ends
+from squall.policy.lease import Fence, Verdict, judge
 
 log = logging.getLogger("squall.lease")
 
@@ -37,8 +45,9 @@ class GroupLease:
         self.clock = clock
         self.confirmed_at_s: float | None = None
         self.watched = False
-        self.ended = 0  # memberships ended by the coordinator (UNKNOWN_MEMBER_ID, ...), since start
+        self.ended = 0  # memberships ended (UNKNOWN_MEMBER_ID, a generation reset, a lapse), since start
         self.ever_confirmed = False  # False until the first join: waiting for it is not being fenced
+        self._rejoin: Callable[[], object] = lambda: None  # the coordinator's request_rejoin, once watched
 
     def holds(self) -> bool:
         """Whether the fetcher may start a request now (squall.policy.lease.Fence.holds)."""
@@ -53,18 +62,32 @@ class GroupLease:
 
     def answered(self, api_key: int, error_code: int, sent_at_s: float) -> None:
         """A membership request sent at ``sent_at_s`` (monotonic s) got ``error_code``: confirm or end the lease."""
-        if confirms(api_key, error_code):
+        verdict = judge(self.fence, api_key, error_code, sent_at_s, self.confirmed_at_s)
+        if verdict is Verdict.CONFIRM:
             if self.confirmed_at_s is None or sent_at_s > self.confirmed_at_s:
                 self.confirmed_at_s = sent_at_s
             self.ever_confirmed = True
-        elif ends(api_key, error_code):
-            if self.confirmed_at_s is not None:
-                log.warning("squall: the group coordinator no longer knows this worker (error %d): fenced", error_code)
+        elif verdict is Verdict.END:
+            self.end(f"the group coordinator no longer knows this worker (error {error_code})")
+        elif verdict is Verdict.REJOIN:
+            if self.confirmed_at_s is not None:  # once per lapse
+                log.warning(
+                    "squall: a heartbeat was answered after the fence closed: not trusted (the coordinator may "
+                    "have reloaded the group without this worker); rejoining"
+                )
             self.confirmed_at_s = None
             self.ended += 1
+            self._rejoin()
+
+    def end(self, why: str) -> None:
+        """The membership ended (``why``, for the log): the fence closes until the next generation confirms it."""
+        if self.confirmed_at_s is not None:
+            log.warning("squall: %s: fenced", why)
+        self.confirmed_at_s = None
+        self.ended += 1
 
     def watch(self, coordinator: Any) -> None:
-        """Route ``coordinator``'s requests (an aiokafka ``GroupCoordinator``) through :meth:`answered`."""
+        """Watch ``coordinator`` (an aiokafka ``GroupCoordinator``): its answers go to :meth:`answered`, its resets to :meth:`end`."""
         send: Callable[[Any], Awaitable[Any]] = coordinator._send_req
 
         async def send_req(request: Any) -> Any:
@@ -76,5 +99,18 @@ class GroupLease:
                 self.answered(api_key, error_code, sent_at_s)
             return response
 
+        reset: Callable[[], None] = coordinator.reset_generation
+
+        def reset_generation() -> None:
+            reset()
+            closing = getattr(coordinator, "_closing", None)
+            if closing is not None and closing.done():  # the LeaveGroup of a shutdown
+                self.confirmed_at_s = None
+                self.ended += 1
+                return
+            self.end("aiokafka reset its group generation (a request was refused as from an unknown member)")
+
         coordinator._send_req = send_req
+        coordinator.reset_generation = reset_generation
+        self._rejoin = coordinator.request_rejoin
         self.watched = True

@@ -143,6 +143,22 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     assert agent_runtime.state.stranded == {P: {}}
 
 
+async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:
+    """Trial 9103: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
+    now = time.time()
+    reported, awaited = "https://example.com/reported", "https://example.com/awaited"
+    host = HostRecord(key=HOST).with_handout([reported], now - 3).with_handout([awaited], now - 1)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    for url, last in ((reported, now - 2.5), (awaited, now - 2.0)):  # `awaited`: its result is not in yet
+        record = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 1, last_fetch_at_s=last)
+        topology.urls_table.data[url.encode()] = record.to_dict()
+    await agent_runtime.state.rebuild({P})
+    index = agent_runtime.state.indexes[P]
+    assert len(index) == 1
+    index.set_host_ready(HOST, now)  # its places are taken by `awaited` until the signals come
+    assert index.pop_due(now + 10, per_host=10) == [(HOST, [reported])]
+
+
 # ---------------------------------------------------------------- queue regulator
 
 
@@ -156,6 +172,38 @@ async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> 
     host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
     assert (host.in_flight, host.blocked_until_s, host.next_fetch_at_s) == ({}, 190.0, 101.0)
     assert host.seen_fetch_ids == ["f1"]
+
+
+async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
+        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 9103: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
+    import asyncio
+
+    from agents import fetcher
+
+    runtime = fetcher.FetcherRuntime()
+    monkeypatch.setattr(fetcher, "runtime", runtime)
+    now = time.time()
+    theirs, mine = "https://example.com/theirs", "https://example.com/mine"
+    host = HostRecord(key=HOST, delay_s=0.3).with_handout([theirs], now - 2).with_handout([mine], now - 0.5)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: now - 1})
+    runtime.free_slots = 0  # the turn waits in the queue, as behind a delay
+    waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
+    await asyncio.sleep(0.05)
+    runtime.active[fetcher.fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
+    own = SignalMessage(key=HOST, url=mine, fetch_id="mine1", kind=SignalKind.SUCCESS, at_s=now + 5,
+                        handed_out_at_s=now - 0.5)
+    late = SignalMessage(key=HOST, url=theirs, fetch_id="theirs1", kind=SignalKind.RETRY_AFTER, at_s=now - 0.2,
+                         retry_until_s=now + 30, handed_out_at_s=now - 2)
+    async with regulator.test_context() as agent:
+        before = runtime.paces[HOST]
+        await agent.put(key=HOST.encode(), value=own.to_bytes(), partition=P)
+        assert runtime.paces[HOST] == before and not waiting.done()  # its own fetch: memory is ahead of the record
+        await agent.put(key=HOST.encode(), value=late.to_bytes(), partition=P)
+    assert runtime.paces[HOST][1].blocked_until_s >= now + 30
+    handed_back = await asyncio.wait_for(waiting, 1.0)  # a block beyond the lead: back to the frontier
+    assert isinstance(handed_back, fetcher.HandBack) and handed_back.until_s >= now + 30
 
 
 @pytest.mark.parametrize("value", [b"{}", b"[1]", b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "nope", "at_s": 1}',
@@ -266,6 +314,7 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
         waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
         await asyncio.sleep(0.5)
         assert not waiting.done(), "a turn was granted behind a closed fence"
+        lease.answered(SYNC_GROUP, NONE, time.monotonic())
         lease.answered(HEARTBEAT, NONE, time.monotonic())
         turn = await asyncio.wait_for(waiting, 2.0)
         assert isinstance(turn, fetcher.Turn)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from squall.policy import lease as pl
-from squall.policy.lease import Fence, confirms, ends, heartbeat_interval_s
+from squall.policy.lease import Fence, Verdict, confirms, ends, heartbeat_interval_s, judge
 from squall.worker.group_lease import GroupLease
 
 
@@ -69,14 +69,23 @@ class Clock:
 
 
 class Coordinator:
-    """The part of aiokafka's GroupCoordinator the lease wraps: ``_send_req``, answering after ``latency_s``."""
+    """The part of aiokafka's GroupCoordinator the lease wraps: ``_send_req`` (answering after ``latency_s``),
+    ``reset_generation`` and ``request_rejoin``."""
 
     def __init__(self, clock: Clock, code: int, latency_s: float = 0.5) -> None:
         self.clock, self.code, self.latency_s = clock, code, latency_s
+        self.resets = self.rejoins = 0
 
     async def _send_req(self, request: Request) -> Answer:
         self.clock.now += self.latency_s
         return Answer(self.code)
+
+    def reset_generation(self) -> None:
+        self.resets += 1
+        self.request_rejoin()
+
+    def request_rejoin(self) -> None:
+        self.rejoins += 1
 
 
 def test_unwatched_lease_is_open_and_watched_one_closed_until_confirmed() -> None:
@@ -92,7 +101,7 @@ def test_lease_runs_from_the_send_time_of_the_confirmed_request() -> None:
     coordinator = Coordinator(clock, pl.NONE, latency_s=0.5)
     lease = GroupLease(Fence(6.0, 2.0), clock)
     lease.watch(coordinator)
-    assert asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT))) == Answer(pl.NONE)
+    assert asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP))) == Answer(pl.NONE)
     assert lease.confirmed_at_s == 1000.0  # sent at 1000, answered at 1000.5
     assert lease.open_for_s() == pytest.approx(3.5)
     clock.now = 1003.99
@@ -104,8 +113,8 @@ def test_lease_runs_from_the_send_time_of_the_confirmed_request() -> None:
 def test_an_older_confirmation_answered_late_does_not_move_the_lease_back() -> None:
     clock = Clock()
     lease = GroupLease(Fence(6.0, 2.0), clock)
-    lease.answered(pl.HEARTBEAT, pl.NONE, sent_at_s=1005.0)
-    lease.answered(pl.SYNC_GROUP, pl.NONE, sent_at_s=1001.0)
+    lease.answered(pl.SYNC_GROUP, pl.NONE, sent_at_s=1005.0)
+    lease.answered(pl.HEARTBEAT, pl.NONE, sent_at_s=1001.0)
     assert lease.confirmed_at_s == 1005.0
 
 
@@ -114,6 +123,7 @@ def test_unknown_member_ends_the_lease_at_once_and_a_sync_gives_it_back() -> Non
     coordinator = Coordinator(clock, pl.NONE)
     lease = GroupLease(Fence(6.0, 2.0), clock)
     lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
     asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
     assert lease.holds()
     coordinator.code = pl.UNKNOWN_MEMBER_ID
@@ -129,7 +139,8 @@ def test_failed_heartbeats_let_the_lease_run_out() -> None:
     coordinator = Coordinator(clock, pl.NONE, latency_s=0.0)
     lease = GroupLease(Fence(6.0, 2.0), clock)
     lease.watch(coordinator)
-    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+    assert lease.holds()
     coordinator.code = 15  # COORDINATOR_NOT_AVAILABLE, as after a broker restart
     for _ in range(10):
         clock.now += 0.5
@@ -141,11 +152,84 @@ def test_answers_without_an_error_code_are_ignored() -> None:
     clock = Clock()
     lease = GroupLease(Fence(6.0, 2.0), clock)
 
-    class Bare:
-        async def _send_req(self, request: object) -> object:
+    class Bare(Coordinator):
+        async def _send_req(self, request: object) -> object:  # type: ignore[override]
             return object()
 
-    bare = Bare()
+    bare = Bare(clock, pl.NONE)
     lease.watch(bare)
     asyncio.run(bare._send_req(Request(pl.HEARTBEAT)))
     assert lease.confirmed_at_s is None
+
+
+FENCE = Fence(session_timeout_s=6.0, margin_s=2.0)
+
+
+@pytest.mark.parametrize(
+    ("api", "code", "sent_at_s", "confirmed_at_s", "verdict"),
+    [
+        (pl.HEARTBEAT, pl.NONE, 103.9, 100.0, Verdict.CONFIRM),  # sent while the lease held
+        (pl.HEARTBEAT, pl.NONE, 104.0, 100.0, Verdict.REJOIN),  # sent after it lapsed: not trusted
+        (pl.HEARTBEAT, pl.REBALANCE_IN_PROGRESS, 120.0, 100.0, Verdict.REJOIN),
+        (pl.HEARTBEAT, pl.NONE, 120.0, None, Verdict.REJOIN),
+        (pl.SYNC_GROUP, pl.NONE, 120.0, 100.0, Verdict.CONFIRM),  # a new generation: written to the group's log
+        (pl.JOIN_GROUP, pl.NONE, 120.0, None, Verdict.CONFIRM),
+        (pl.HEARTBEAT, pl.UNKNOWN_MEMBER_ID, 101.0, 100.0, Verdict.END),
+        (pl.HEARTBEAT, 15, 120.0, 100.0, Verdict.NOTHING),
+    ],
+)
+def test_a_heartbeat_after_a_lapse_is_not_trusted(
+    api: int, code: int, sent_at_s: float, confirmed_at_s: float | None, verdict: Verdict
+) -> None:
+    assert judge(FENCE, api, code, sent_at_s, confirmed_at_s) is verdict
+
+
+def test_a_heartbeat_answered_after_an_outage_ends_the_membership_and_asks_for_a_rejoin() -> None:
+    """Fault trial 9103: Kafka 4.1 confirmed a member after a broker restart, then reloaded the group without it."""
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE, latency_s=0.0)
+    lease = GroupLease(FENCE, clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+    coordinator.code = 15  # the broker is down
+    clock.now += 17.0
+    assert not lease.holds() and lease.ended == 0
+    coordinator.code = pl.NONE  # back: the heartbeat is answered NONE
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))
+    assert not lease.holds() and lease.ended == 1 and coordinator.rejoins == 1
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))  # still not trusted
+    assert not lease.holds()
+    asyncio.run(coordinator._send_req(Request(pl.JOIN_GROUP)))
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+    assert lease.holds()
+    asyncio.run(coordinator._send_req(Request(pl.HEARTBEAT)))  # within the new lease: renews it
+    assert lease.holds() and lease.confirmed_at_s == clock.now
+
+
+def test_a_generation_reset_for_any_request_ends_the_membership() -> None:
+    """aiokafka resets its generation when an OffsetCommit is refused as from an unknown member (trial 9103)."""
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE)
+    lease = GroupLease(FENCE, clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+    assert lease.holds()
+    coordinator.reset_generation()  # what aiokafka's commit path calls on UNKNOWN_MEMBER_ID
+    assert coordinator.resets == 1 and coordinator.rejoins == 1  # the original still runs
+    assert not lease.holds() and lease.ended == 1
+
+
+def test_leaving_the_group_at_shutdown_ends_the_lease_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    coordinator = Coordinator(clock, pl.NONE)
+    lease = GroupLease(FENCE, clock)
+    lease.watch(coordinator)
+    asyncio.run(coordinator._send_req(Request(pl.SYNC_GROUP)))
+
+    class Done:
+        def done(self) -> bool:
+            return True
+
+    coordinator._closing = Done()  # type: ignore[attr-defined]  # aiokafka's future, set by close()
+    coordinator.reset_generation()
+    assert not lease.holds() and lease.ended == 1 and not caplog.records

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, backoff_delay_s
-from squall.policy.crawl_delay import CrawlDelayConfig
+from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState
 from squall.errors import ConfigError
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, on_takeover, stricter
@@ -221,3 +221,12 @@ def test_the_stricter_pace_takes_the_later_start_the_longer_delay_and_the_higher
     assert merged.backoff is not None and merged.backoff.attempts == 3
     assert stricter(record, PaceState()) == record
     assert stricter(PaceState(), memory).ready_at_s == memory.ready_at_s
+
+
+def test_the_stricter_pace_keeps_the_longer_robots_delay_of_the_two():
+    longer = PaceState(crawl=CrawlDelayState(delay_s=4, max_observed_s=4, max_observed_at_s=10.0))
+    shorter = PaceState(crawl=CrawlDelayState(delay_s=2, max_observed_s=2, max_observed_at_s=20.0))
+    assert stricter(shorter, longer).crawl == longer.crawl
+    assert stricter(longer, shorter).crawl == longer.crawl
+    assert stricter(PaceState(), longer).crawl == longer.crawl
+    assert stricter(shorter, PaceState()).crawl == shorter.crawl

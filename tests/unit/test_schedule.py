@@ -519,3 +519,10 @@ def test_no_code_but_the_transition_function_sets_a_url_records_status():
     # the one other status= write is on a *message*: a fetched sitemap that cannot be read ends ERROR
     assert found == [w for w in found if w.startswith("sitemaps.py:") and "replace" in w]
     assert len(found) == 1, found
+
+
+def test_a_record_knows_whether_a_hand_outs_result_is_in():
+    record = UrlRecord(url="https://example.com/", key="example.com", last_fetch_at_s=100.0)
+    assert record.reported_since(99.5) and record.reported_since(100.0)
+    assert not record.reported_since(100.5)
+    assert not UrlRecord(url="https://example.com/", key="example.com").reported_since(0.0)
