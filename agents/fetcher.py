@@ -340,7 +340,7 @@ class FetcherRuntime:
         start = self.ends_seen if ended is None else ended
         fenced_at: float | None = None  # set once a membership was ever confirmed: before it nothing is owned
         while lease.ended == start and not lease.holds():
-            if fenced_at is None and lease.ever_confirmed:
+            if fenced_at is None and lease.ever_confirmed and not lease.leaving:
                 fenced_at = time.monotonic()
                 log.warning(
                     "squall: fenced: the group coordinator has not confirmed this worker's membership for "
@@ -361,7 +361,10 @@ class FetcherRuntime:
             return True
         if self.ends_seen != lease.ended:
             self.ends_seen = lease.ended
-            log.warning("squall: membership ended: the URLs waiting here go back to the frontier")
+            if lease.leaving:
+                log.info("squall: leaving the group: the URLs waiting here go back to the frontier")
+            else:
+                log.warning("squall: membership ended: the URLs waiting here go back to the frontier")
             self.revoke(set(range(PARTITIONS)))
         return False
 

@@ -47,6 +47,7 @@ class GroupLease:
         self.watched = False
         self.ended = 0  # memberships ended (UNKNOWN_MEMBER_ID, a generation reset, a lapse), since start
         self.ever_confirmed = False  # False until the first join: waiting for it is not being fenced
+        self.leaving = False  # the consumer left the group to shut down: an end that is no fault
         self._rejoin: Callable[[], object] = lambda: None  # the coordinator's request_rejoin, once watched
 
     def holds(self) -> bool:
@@ -105,6 +106,7 @@ class GroupLease:
             reset()
             closing = getattr(coordinator, "_closing", None)
             if closing is not None and closing.done():  # the LeaveGroup of a shutdown
+                self.leaving = True
                 self.confirmed_at_s = None
                 self.ended += 1
                 return

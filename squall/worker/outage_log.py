@@ -2,7 +2,8 @@
 
 aiokafka logs one ERROR per connection attempt, metadata refresh, fetch and
 coordinator lookup while the broker is unreachable (about 2 000 lines in 19 s
-per worker). :class:`OutageLog` decides, from the time and the message of
+per worker), and one per offset lookup while a restarted broker has not
+elected its partition leaders yet. :class:`OutageLog` decides, from the time and the message of
 each such record, which ones an operator sees: the first (it says what
 failed), a summary every ``interval_s`` while the broker stays unreachable,
 and one line once no such record came for ``quiet_s`` (the client reconnected:
@@ -22,6 +23,8 @@ OUTAGE_PATTERNS = re.compile(
     r"|Group Coordinator Request failed|Got error produce response|NodeNotReadyError|KafkaConnectionError"
     r"|Connection (?:at .* )?(?:closed|lost|refused)|Marking the coordinator dead"
     r"|Heartbeat session expired|Coordinator .* is not available|Metadata update failed"
+    # a restarted broker that has not elected its partition leaders yet (seen for ~1 s after a kill -9)
+    r"|Failed fetch offsets from .*NotLeaderForPartitionError"
 )
 
 

@@ -232,4 +232,4 @@ def test_leaving_the_group_at_shutdown_ends_the_lease_without_a_warning(caplog: 
 
     coordinator._closing = Done()  # type: ignore[attr-defined]  # aiokafka's future, set by close()
     coordinator.reset_generation()
-    assert not lease.holds() and lease.ended == 1 and not caplog.records
+    assert not lease.holds() and lease.ended == 1 and lease.leaving and not caplog.records

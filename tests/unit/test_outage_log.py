@@ -16,6 +16,10 @@ MESSAGES = [
     ("aiokafka.consumer.group_coordinator", "Group Coordinator Request failed: NodeNotReadyError", True),
     ("aiokafka.consumer.group_coordinator", "Heartbeat failed for group x because it is rebalancing", False),
     ("squall.fetcher", "Unable connect to node with id 1", False),
+    ("aiokafka.consumer.fetcher", "Failed fetch offsets from 1: [Error 6] NotLeaderForPartitionError: "
+     "TopicPartition(topic='squall-x-signals', partition=2)", True),  # a restarted broker without leaders yet
+    ("aiokafka.consumer.group_coordinator", "OffsetCommit failed for group x due to group error "
+     "([Error 25] UnknownMemberIdError: x), will rejoin", False),  # a membership event, not an outage
 ]
 
 
