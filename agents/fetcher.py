@@ -75,6 +75,7 @@ from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.backoff import TokenBucket, try_take
 from squall.policy.fetch_queues import FetchQueues
+from squall.policy.frontier import HostRecord
 from squall.policy.outcome import classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
@@ -213,17 +214,13 @@ class FetcherRuntime:
                 CONFIG.pace.retry_after_max_s,
             )
         self.queues.finish(key, pace.ready_at_s)
-        until_s = fd.hand_back_until(pace, event.at_s, CONFIG)
-        if until_s is not None:  # a long block: the URLs waiting here go back to the frontier
-            for waiting in self.queues.drain(key):
-                if not waiting.done():
-                    waiting.set_result(HandBack(until_s))
+        self._hand_back_if_blocked(key, pace, event.at_s)
         self.free_slots += 1
         self.wakeup.set()
         return pace
 
-    def learn(self, signal: SignalMessage, record: PaceState) -> None:
-        """The queue regulator applied ``signal`` of another worker's fetch; ``record``: the durable pace now.
+    def learn(self, signal: SignalMessage, record: HostRecord) -> None:
+        """The queue regulator applied ``signal`` of another worker's fetch; ``record``: the host's durable record now.
 
         Such a signal — an earlier owner's last request, answered after this
         worker took the queue over — reaches the hosts table after
@@ -242,17 +239,21 @@ class FetcherRuntime:
         known = self.paces.get(key)
         if known is None:
             return
-        pace = stricter(record, known[1])
+        pace = stricter(record.pace(), known[1])  # decoded only here: most signals are this worker's own
         if pace == known[1]:
             return
         self.paces[key] = (known[0], pace)
         self.queues.set_ready_at(key, pace.ready_at_s)
-        until_s = fd.hand_back_until(pace, time.time(), CONFIG)
+        self._hand_back_if_blocked(key, pace, time.time())
+        self.wakeup.set()
+
+    def _hand_back_if_blocked(self, key: str, pace: PaceState, now_s: float) -> None:
+        """A long block of queue ``key`` (:func:`squall.policy.fetch_decision.hand_back_until`): its waiting URLs go back."""
+        until_s = fd.hand_back_until(pace, now_s, CONFIG)
         if until_s is not None:
             for waiting in self.queues.drain(key):
                 if not waiting.done():
                     waiting.set_result(HandBack(until_s))
-        self.wakeup.set()
 
     def audit(self, key: str, required_delay_s: float | None = None) -> None:
         """Record in the politeness audit that a request of queue ``key`` starts now (right before it is sent).

@@ -41,7 +41,7 @@ async def regulator(stream):
             continue
         if updated is not host:
             save_host(updated)
-            fetcher.runtime.learn(signal, updated.pace())
+            fetcher.runtime.learn(signal, updated)
         index = state.index_for_key(signal.key)
         if index is not None:
             index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))

@@ -94,14 +94,10 @@ class WorkerState:
             index = indexes.get(partition_for_key(host.key, PARTITIONS))
             if index is not None:
                 index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
-                in_flight.update(host.live_in_flight(INFLIGHT_TIMEOUT_S, now))
+                live = host.live_in_flight(INFLIGHT_TIMEOUT_S, now)
+                in_flight.update(live)
                 partition = partition_for_key(host.key, PARTITIONS)
-                at = release_at_s(
-                    host.live_in_flight(INFLIGHT_TIMEOUT_S, now),
-                    self.assigned_at[partition],
-                    host.delay_s,
-                    TAKEOVER_GRACE_S,
-                )
+                at = release_at_s(live, self.assigned_at[partition], host.delay_s, TAKEOVER_GRACE_S)
                 if at is not None:
                     self.stranded.setdefault(partition, {})[host.key] = at
             if n % chunk == 0 and not await self._still(generation):

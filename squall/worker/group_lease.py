@@ -69,21 +69,22 @@ class GroupLease:
                 self.confirmed_at_s = sent_at_s
             self.ever_confirmed = True
         elif verdict is Verdict.END:
-            self.end(f"the group coordinator no longer knows this worker (error {error_code})")
+            self.end(f"the group coordinator no longer knows this worker (error {error_code}): fenced")
         elif verdict is Verdict.REJOIN:
-            if self.confirmed_at_s is not None:  # once per lapse
-                log.warning(
-                    "squall: a heartbeat was answered after the fence closed: not trusted (the coordinator may "
-                    "have reloaded the group without this worker); rejoining"
-                )
-            self.confirmed_at_s = None
-            self.ended += 1
+            self.end(
+                "a heartbeat was answered after the fence closed: not trusted (the coordinator may "
+                "have reloaded the group without this worker); rejoining"
+            )
             self._rejoin()
 
-    def end(self, why: str) -> None:
-        """The membership ended (``why``, for the log): the fence closes until the next generation confirms it."""
-        if self.confirmed_at_s is not None:
-            log.warning("squall: %s: fenced", why)
+    def end(self, warning: str | None) -> None:
+        """The membership ended: the fence closes until the next generation confirms it.
+
+        ``warning`` is logged once per membership (while one was confirmed);
+        None logs nothing (the LeaveGroup of a shutdown).
+        """
+        if warning is not None and self.confirmed_at_s is not None:
+            log.warning("squall: %s", warning)
         self.confirmed_at_s = None
         self.ended += 1
 
@@ -105,12 +106,12 @@ class GroupLease:
         def reset_generation() -> None:
             reset()
             closing = getattr(coordinator, "_closing", None)
-            if closing is not None and closing.done():  # the LeaveGroup of a shutdown
-                self.leaving = True
-                self.confirmed_at_s = None
-                self.ended += 1
-                return
-            self.end("aiokafka reset its group generation (a request was refused as from an unknown member)")
+            self.leaving = closing is not None and closing.done()  # the LeaveGroup of a shutdown
+            self.end(
+                None
+                if self.leaving
+                else "aiokafka reset its group generation (a request was refused as from an unknown member): fenced"
+            )
 
         coordinator._send_req = send_req
         coordinator.reset_generation = reset_generation
