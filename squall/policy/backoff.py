@@ -19,14 +19,28 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC
-from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from squall.settings import Settings
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
+# The three HTTP-date forms of RFC 9110 §5.6.7, with named parts; only GMT is a zone.
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAY_NAME = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun)"
+_MONTH = r"(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_TIME = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
+_IMF_FIXDATE = re.compile(
+    rf"{_DAY_NAME}\s*,\s*(?P<day>[0-9]{{1,2}})\s+{_MONTH}\s+(?P<year>[0-9]{{4}})\s+{_TIME}\s+GMT", re.IGNORECASE
+)
+_RFC850_DATE = re.compile(
+    rf"{_DAY_NAME}\s*,\s*(?P<day>[0-9]{{1,2}})-{_MONTH}-(?P<year>[0-9]{{2}}|[0-9]{{4}})\s+{_TIME}\s+GMT", re.IGNORECASE
+)
+_ASCTIME_DATE = re.compile(
+    rf"{_DAY_NAME}\s+{_MONTH}\s+(?P<day>[0-9]{{1,2}})\s+{_TIME}\s+(?P<year>[0-9]{{4}})", re.IGNORECASE
+)
+
 # base_s * 2**attempts is computed with the exponent capped here: 2**64 times
 # any positive base is far above any sane max_s, and it keeps floats finite.
 _MAX_EXPONENT = 64
@@ -36,18 +50,20 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     """Parse an HTTP Retry-After header into the absolute Unix time (s) at which to retry.
 
     RFC 9110 §10.2.3: ``delay-seconds`` (a non-negative decimal integer) or an
-    ``HTTP-date`` (IMF-fixdate, or the obsolete RFC 850 and asctime forms, via
-    ``email.utils.parsedate_to_datetime``; a date without zone is GMT).
+    ``HTTP-date`` (:func:`parse_http_date`: IMF-fixdate, or the obsolete
+    RFC 850 and asctime forms; always GMT).
 
     Args:
         value: the header value; None = header absent.
-        now_s: current Unix time (s).
+        now_s: current Unix time (s); also decides the century of an RFC 850
+            two-digit year.
 
     Returns:
         ``now_s + delay`` for delay-seconds; the date's Unix time for an
         HTTP-date, but never before ``now_s`` (a past date means "now"); None
-        when absent or invalid ('soon', '-5', '1.5', '') — callers treat
-        invalid as absent (lenient parser, never an exception).
+        when absent or invalid ('soon', '-5', '1.5', '', a zone other than
+        GMT) — callers treat invalid as absent (lenient parser, never an
+        exception).
     """
     if value is None:
         return None
@@ -57,19 +73,71 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     if _DELTA_SECONDS.fullmatch(text):
         digits = text.lstrip("0") or "0"  # a 5000-digit value must not raise (int() limit, float overflow)
         return now_s + (int(digits) if len(digits) <= 12 else 10**12)  # >31 000 years: capped by callers
-    if text[0] in "+-" or text[0].isdigit():
-        return None  # signed or fractional numbers are not delay-seconds nor dates
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
+    at_s = parse_http_date(text, now_s)
+    return None if at_s is None else max(at_s, now_s)
+
+
+def parse_http_date(text: str, now_s: float) -> float | None:
+    """Parse an HTTP-date (RFC 9110 §5.6.7) into Unix time (s); None if it is not one.
+
+    The three forms, read leniently (names in any case and short or long,
+    any run of white space where the grammar has one space, the day name not
+    checked against the date):
+
+    * IMF-fixdate ``Sun, 06 Nov 1994 08:49:37 GMT``;
+    * RFC 850 ``Sunday, 06-Nov-94 08:49:37 GMT`` — a two-digit year is read
+      in the century of ``now_s``, unless that puts the date more than 50
+      years after ``now_s``: then it is the most recent past year with those
+      digits (RFC 9110 §5.6.7; in 2026 ``70`` is 2070 and ``99`` is 1999);
+    * asctime ``Sun Nov  6 08:49:37 1994`` (no zone: GMT).
+
+    An HTTP-date is always GMT: any other zone (``UTC``, ``+0000``,
+    ``PST``) makes the value invalid, like a day, month or time out of range.
+    """
+    match = _IMF_FIXDATE.fullmatch(text) or _RFC850_DATE.fullmatch(text) or _ASCTIME_DATE.fullmatch(text)
+    if match is None:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # HTTP-date is always GMT (RFC 9110 §5.6.7)
-    try:
-        at_s = when.timestamp()
-    except (OverflowError, OSError, ValueError):
+    parts = match.groupdict()
+    second = int(parts["second"])
+    if second > 60:  # 60: a leap second (RFC 9110 §5.6.7 allows it)
         return None
-    return max(at_s, now_s)
+    try:
+        when = datetime(
+            int(parts["year"]),
+            _MONTHS.index(parts["month"].lower()) + 1,
+            int(parts["day"]),
+            int(parts["hour"]),
+            int(parts["minute"]),
+            tzinfo=UTC,
+        ) + timedelta(seconds=second)
+        if len(parts["year"]) == 2:
+            when = _in_its_century(when, now_s)
+    except (ValueError, OverflowError):
+        return None
+    return when.timestamp()
+
+
+def _in_its_century(when: datetime, now_s: float) -> datetime:
+    """Move a two-digit-year date (year 0–99) to the year RFC 9110 §5.6.7 says it means.
+
+    The century of ``now_s``, unless that is more than 50 years after
+    ``now_s``: then the century before (the most recent past year with those
+    digits). Raises ValueError or OverflowError when the date does not exist
+    in that year (29 February) or ``now_s`` is out of the calendar's range.
+    """
+    now = datetime.fromtimestamp(now_s, UTC)
+    candidate = when.replace(year=now.year // 100 * 100 + when.year)
+    if candidate > _years_later(now, 50):
+        return candidate.replace(year=candidate.year - 100)
+    return candidate
+
+
+def _years_later(moment: datetime, years: int) -> datetime:
+    """``moment`` on the same calendar day ``years`` later (29 February → 28 February)."""
+    try:
+        return moment.replace(year=moment.year + years)
+    except ValueError:
+        return moment.replace(year=moment.year + years, day=28)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from squall.policy.backoff import (
     on_rate_limited,
     on_retry_after,
     on_success,
+    parse_http_date,
     parse_retry_after,
     try_take,
 )
@@ -52,6 +53,72 @@ RETRY_AFTER_CASES = [
 @pytest.mark.parametrize(("value", "expected"), RETRY_AFTER_CASES)
 def test_parse_retry_after(value, expected):
     assert parse_retry_after(value, NOW) == expected
+
+
+def utc(*fields: int) -> float:
+    return datetime(*fields, tzinfo=timezone.utc).timestamp()
+
+
+NOW_2026 = utc(2026, 12, 2, 3, 0, 0)
+
+HTTP_DATE_CASES = [
+    # (value, now, the date's Unix time; None = not an HTTP-date)
+    ("Sun, 06 Nov 1994 08:49:37 GMT", NOW_2026, utc(1994, 11, 6, 8, 49, 37)),  # RFC 9110 §5.6.7's example
+    ("Sunday, 06-Nov-94 08:49:37 GMT", NOW_2026, utc(1994, 11, 6, 8, 49, 37)),
+    ("Sun Nov  6 08:49:37 1994", NOW_2026, utc(1994, 11, 6, 8, 49, 37)),
+    ("Sun Nov 16 08:49:37 1994", NOW_2026, utc(1994, 11, 16, 8, 49, 37)),
+    # RFC 850 two-digit years: the century of now, unless that is more than 50 years ahead
+    ("Wednesday, 01-Jan-70 00:00:00 GMT", NOW_2026, utc(2070, 1, 1)),  # 2070: 44 years ahead, stays
+    ("Thursday, 01-Jan-99 00:00:00 GMT", NOW_2026, utc(1999, 1, 1)),  # 2099: 73 years ahead → 1999
+    ("Friday, 01-Jan-27 00:00:00 GMT", NOW_2026, utc(2027, 1, 1)),
+    ("Monday, 01-Jan-20 00:00:00 GMT", NOW_2026, utc(2020, 1, 1)),  # past in this century: as read
+    ("Saturday, 02-Dec-76 03:00:00 GMT", NOW_2026, utc(2076, 12, 2, 3)),  # exactly 50 years: not more
+    ("Saturday, 02-Dec-76 03:00:01 GMT", NOW_2026, utc(1976, 12, 2, 3, 0, 1)),  # one second more than 50
+    ("Thursday, 01-Jan-70 00:00:00 GMT", utc(2024, 2, 29), utc(2070, 1, 1)),  # now on 29 February
+    ("Wednesday, 01-Jan-2070 00:00:00 GMT", NOW_2026, utc(2070, 1, 1)),  # four digits: no guessing
+    # lenient: case, short or long day names, white space, a one-digit day
+    ("wed, 01 may 2024 12:05:00 gmt", NOW_2026, utc(2024, 5, 1, 12, 5)),
+    ("Wednesday,  1 May 2024  12:05:00 GMT", NOW_2026, utc(2024, 5, 1, 12, 5)),
+    ("Wed, 01-May-24 12:05:00 GMT", NOW_2026, utc(2024, 5, 1, 12, 5)),
+    ("Sat, 31 Dec 2016 23:59:60 GMT", NOW_2026, utc(2017, 1, 1)),  # a leap second
+    # HTTP-date is always GMT (RFC 9110 §5.6.7): another zone, or none, is not an HTTP-date
+    ("Wed, 01 May 2024 12:05:00 UTC", NOW_2026, None),
+    ("Wed, 01 May 2024 12:05:00 +0000", NOW_2026, None),
+    ("Wed, 01 May 2024 14:05:00 +0200", NOW_2026, None),
+    ("Wed, 01 May 2024 05:05:00 PST", NOW_2026, None),
+    ("Wed, 01 May 2024 12:05:00", NOW_2026, None),
+    ("Wednesday, 01-May-24 12:05:00 UTC", NOW_2026, None),
+    ("Wed May  1 12:05:00 2024 GMT", NOW_2026, None),
+    ("Wed May  1 12:05:00 2024 +0200", NOW_2026, None),
+    # out of range or malformed
+    ("Wed, 32 May 2024 12:05:00 GMT", NOW_2026, None),
+    ("Thu, 29 Feb 2023 12:05:00 GMT", NOW_2026, None),
+    ("Wed, 01 May 2024 24:05:00 GMT", NOW_2026, None),
+    ("Wed, 01 May 2024 12:60:00 GMT", NOW_2026, None),
+    ("Wed, 01 May 2024 12:05:61 GMT", NOW_2026, None),
+    ("Wed, 01 May 0000 12:05:00 GMT", NOW_2026, None),
+    ("Foo, 01 May 2024 12:05:00 GMT", NOW_2026, None),
+    ("Wed, 01 May 24 12:05:00 GMT", NOW_2026, None),
+    ("Wednesday, 01-May-124 12:05:00 GMT", NOW_2026, None),
+    ("Wed, 01 May 2024 12:05 GMT", NOW_2026, None),
+    ("Wed, 01 May 2024 12:05:00 GMT trailing", NOW_2026, None),
+]
+
+
+@pytest.mark.parametrize(("value", "now", "expected"), HTTP_DATE_CASES)
+def test_an_http_date_is_read_as_rfc_9110_says(value, now, expected):
+    assert parse_http_date(value, now) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("Wednesday, 01-Jan-70 00:00:00 GMT", utc(2070, 1, 1)),  # a date in the future: a block (capped by the pace model)
+    ("Thursday, 01-Jan-99 00:00:00 GMT", NOW_2026),           # 1999, in the past: now, i.e. the back-off
+    ("Wed, 01 May 2030 12:05:00 +0200", None),               # invalid: like an absent header
+    ("Wed, 01 May 2030 12:05:00 PST", None),
+    ("Tue Jan  1 00:00:00 2030", utc(2030, 1, 1)),           # asctime stays valid
+])
+def test_a_retry_after_date_is_a_future_block_or_else_the_back_off(value, expected):
+    assert parse_retry_after(value, NOW_2026) == expected
 
 
 # ---------------------------------------------------------------- Retry-After blocks
