@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from squall.policy.robots_rules import RobotsRules, decode_robots, is_truncated, product_token
+from squall.policy.robots_rules import CrawlDelaySource, RobotsRules, decode_robots, is_truncated, product_token
 
 
 def _agent_token(value: str) -> str:
@@ -18,6 +18,16 @@ def _agent_token(value: str) -> str:
 
 def _format_delay(delay_s: float | None) -> str:
     return "none" if delay_s is None else f"{delay_s:g}"
+
+
+def _delay_line(rules: RobotsRules) -> str:
+    """``crawl-delay: X (why)``: the Crawl-delay that applies to the matched agent, before any cap."""
+    delay = _format_delay(rules.crawl_delay_s)
+    if rules.crawl_delay_source is CrawlDelaySource.AGENT:
+        return f"crawl-delay: {delay} (under User-agent: {rules.matched_agent})"
+    if rules.crawl_delay_source is CrawlDelaySource.GROUP:
+        return f"crawl-delay: {delay} (none under User-agent: {rules.matched_agent}; the largest of its group)"
+    return f"crawl-delay: {delay}"
 
 
 def _check_command(args: argparse.Namespace) -> int:
@@ -32,6 +42,7 @@ def _check_command(args: argparse.Namespace) -> int:
     if is_truncated(body, args.content_limit):
         print(f"truncated: {len(body)} bytes, only the first {args.content_limit} parsed (--content-limit)")
     print(f"group: {rules.matched_agent or 'none (no group applies: everything allowed)'}")
+    print(_delay_line(rules))
     delay = _format_delay(rules.crawl_delay_s)
     for url in args.urls:
         verdict = "allowed" if rules.allowed(url) else "disallowed"
@@ -46,8 +57,9 @@ def add_parser(subparsers: Any) -> None:
     check = commands.add_parser(
         "check",
         help="check URLs against a robots.txt file",
-        description="Print the group that applies to the agent's product token ('group: <token>|*|none'), "
-        "a 'truncated:' line when the file is over --content-limit, then "
+        description="Print a 'truncated:' line when the file is over --content-limit, the group that applies "
+        "to the agent's product token ('group: <token>|*|none'), the Crawl-delay that applies to it "
+        "('crawl-delay: X|none', the largest meant for it, before fetcher.max.crawl.delay), then "
         "'allowed|disallowed URL crawl-delay=X|none' per URL. Reads only the file.",
     )
     check.add_argument("--robots", required=True, metavar="FILE", help="robots.txt file to read")

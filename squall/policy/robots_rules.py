@@ -13,14 +13,20 @@ match of the product token, so this module splits robots.txt into groups
 itself, picks the groups whose product token equals a configured agent
 (or ``*``), and hands Protego only the rule lines of those groups, under a
 single ``User-agent: *`` line. Protego then only matches paths.
+
+Crawl-delay is read here too, per agent: a Crawl-delay line belongs to the
+agents named on the User-agent lines directly above it (crawler-commons'
+SimpleRobotRulesParser reading), while the group extent of the rules stays
+RFC 9309's (see :func:`_parse_groups`).
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -47,11 +53,19 @@ _USER_AGENT_LINE = re.compile(r"(?:user-?agent|user agent)\s*(?::|\s)\s*(.*)", r
 _SITE_WIDE_LINE = re.compile(r"(?:sitemaps?|site-map|host)\s*(?::|\s)", re.IGNORECASE)
 # Rule lines (RFC 9309 §2.2.2) in the spellings Protego accepts: only these end a run of User-agent lines.
 _RULE_LINE = re.compile(r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw)\s*(?::|\s)", re.IGNORECASE)
+_CRAWL_DELAY_LINE = re.compile(r"crawl[- ]delay\s*(?::|\s)\s*(.*)", re.IGNORECASE)
 _DIRECTIVE_WORD = re.compile(
     r"(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw|crawl-delay|crawl delay|"
     r"request-rate|request rate|visit-time|visit time)\s",
     re.IGNORECASE,
 )
+
+
+# A robots.txt served as an HTML page (crawler-commons SimpleRobotRulesParser strips the markup of a
+# robots.txt that has <html>, <head> or <body>; a <br> ends a line there as a line break does).
+_HTML_MARKUP = re.compile(r"<(?:html|head|body|br)\b[^>]*>", re.IGNORECASE)
+_HTML_LINE_BREAK = re.compile(r"<br\b[^>]*>", re.IGNORECASE)
+_HTML_TAG = re.compile(r"<[^>]*>")
 
 
 def product_token(agent_name: str) -> str:
@@ -115,14 +129,75 @@ class RobotsConfig:
         )
 
 
-def _select_group_lines(text: str, agents: Sequence[str]) -> tuple[str | None, list[str]]:
-    """Return ``(matched, rule lines)`` of the groups that apply to the first matching agent.
+class CrawlDelaySource(str, Enum):
+    """Which reading gave the Crawl-delay of the agent (``RobotsRules.crawl_delay_source``)."""
 
-    ``matched`` is the agent token, ``"*"``, or None (no group applies: allow
-    all). All groups naming the matched token are merged (RFC 9309 §2.2.1);
-    a User-agent value matches by its own product token, case-insensitively,
-    never by prefix or substring. Lines before any User-agent line and
-    site-wide lines (Sitemap, Host) are dropped.
+    AGENT = "agent"  # a Crawl-delay under User-agent lines that name the agent
+    GROUP = "group"  # none names it: the largest Crawl-delay of a group it is in (RFC 9309 group extent)
+
+
+@dataclass
+class _Group:
+    """One group of robots.txt as RFC 9309 §2.2 delimits it.
+
+    ``agents``: the product tokens (or ``"*"``) of its User-agent lines;
+    ``lines``: its other lines (rules, Crawl-delay, unknown directives);
+    ``delays``: each valid Crawl-delay (seconds) with the tokens of the
+    User-agent lines directly above it.
+    """
+
+    agents: set[str] = field(default_factory=set)
+    lines: list[str] = field(default_factory=list)
+    delays: list[tuple[frozenset[str], float]] = field(default_factory=list)
+
+    def crawl_delay_for(self, token: str) -> tuple[float, CrawlDelaySource] | None:
+        """The largest Crawl-delay of this group that could be meant for ``token``; None if it has none.
+
+        The Crawl-delays under User-agent lines naming ``token`` when there
+        are any; else every Crawl-delay of the group, since RFC 9309's group
+        extent puts them all in the one group ``token`` is in. The largest
+        wins: the politer reading.
+        """
+        own = [delay_s for agents, delay_s in self.delays if token in agents]
+        if own:
+            return max(own), CrawlDelaySource.AGENT
+        if self.delays:
+            return max(delay_s for _, delay_s in self.delays), CrawlDelaySource.GROUP
+        return None
+
+
+def robots_lines(text: str) -> list[str]:
+    """The lines of robots.txt ``text``, comments and outer white space removed, empty lines left out.
+
+    A robots.txt served as an HTML page (an ``<html>``, ``<head>``,
+    ``<body>`` or ``<br>`` tag in it, as misconfigured servers send) is read
+    as crawler-commons' SimpleRobotRulesParser reads it: every ``<br>`` ends
+    a line, the other tags are removed and character references decoded.
+    """
+    if _HTML_MARKUP.search(text):
+        text = _HTML_LINE_BREAK.sub("\n", text)
+        raw_lines = [html.unescape(_HTML_TAG.sub("", raw)) for raw in text.splitlines()]
+    else:
+        raw_lines = text.splitlines()
+    lines = (raw.split("#", 1)[0].strip() for raw in raw_lines)
+    return [line for line in lines if line]
+
+
+def _crawl_delay_value(value: str) -> float | None:
+    """Seconds of a Crawl-delay value (``"2"``, ``"0.5"``); None when it is not a finite number >= 0."""
+    try:
+        delay_s = float(value.strip())
+    except ValueError:
+        return None
+    return delay_s if math.isfinite(delay_s) and delay_s >= 0 else None
+
+
+def _parse_groups(text: str) -> list[_Group]:
+    """Split robots.txt ``text`` into its groups (RFC 9309 §2.2), each Crawl-delay kept with its agents.
+
+    A User-agent value matches by its own product token, case-insensitively
+    (RFC 9309 §2.2.1). Lines before any User-agent line and site-wide lines
+    (Sitemap, Host) are dropped; lines that are not directives are ignored.
 
     Group extent (RFC 9309 §2.2, Google's robotstxt and crawler-commons
     agree): a group starts at a User-agent line that follows a rule line
@@ -130,37 +205,79 @@ def _select_group_lines(text: str, agents: Sequence[str]) -> tuple[str | None, l
     — Crawl-delay, unknown directives, blank lines, comments — neither end
     a run of User-agent lines nor end a group: in ``User-agent: a`` /
     ``Crawl-delay: 1`` / ``User-agent: b`` / ``Disallow: /x``, ``a`` and ``b``
-    share one group (Crawl-delay 1, ``/x`` disallowed).
+    share one group and ``/x`` is disallowed for both.
+
+    A Crawl-delay belongs to the agents of the User-agent lines directly
+    above it: the run of User-agent lines that a Crawl-delay or a rule line
+    ends (crawler-commons' SimpleRobotRulesParser). In the example above the
+    Crawl-delay 1 is ``a``'s; ``b`` has none of its own.
     """
-    groups: list[tuple[set[str], list[str]]] = []
-    in_agent_run = False
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
+    groups: list[_Group] = []
+    in_group_run = False  # in a run of User-agent lines that share a group (only a rule line ends it)
+    delay_agents: set[str] = set()  # the User-agent lines directly above the next Crawl-delay
+    in_delay_run = False  # in a run of User-agent lines (a rule line or a Crawl-delay ends it)
+    for line in robots_lines(text):
         ua = _USER_AGENT_LINE.fullmatch(line)
         if ua:
             value = ua.group(1).strip()
             token = "*" if value == "*" else product_token(value)
-            if not in_agent_run:
-                groups.append((set(), []))
-                in_agent_run = True
+            if not in_group_run:
+                groups.append(_Group())
+                in_group_run = True
+            if not in_delay_run:
+                delay_agents = set()
+                in_delay_run = True
             if token:
-                groups[-1][0].add(token)
+                groups[-1].agents.add(token)
+                delay_agents.add(token)
             continue
         if _SITE_WIDE_LINE.match(line):
             continue
         if ":" not in line and not _DIRECTIVE_WORD.match(line):
             continue  # not a directive at all: ignored, like Protego does
         if _RULE_LINE.match(line):
-            in_agent_run = False  # the next User-agent line starts a new group
-        if groups:
-            groups[-1][1].append(line)
+            in_group_run = in_delay_run = False  # the next User-agent line starts a new group
+        crawl_delay = _CRAWL_DELAY_LINE.fullmatch(line)
+        if crawl_delay:
+            in_delay_run = False  # the next User-agent line names other agents' Crawl-delay
+        if not groups:
+            continue
+        groups[-1].lines.append(line)
+        delay_s = _crawl_delay_value(crawl_delay.group(1)) if crawl_delay else None
+        if delay_s is not None:
+            groups[-1].delays.append((frozenset(delay_agents), delay_s))
+    return groups
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """What applies to the configured agents: the matched token, its rule lines and its Crawl-delay."""
+
+    matched: str | None = None  # an agent token, "*", or None: no group applies (allow all)
+    lines: tuple[str, ...] = ()
+    crawl_delay_s: float | None = None
+    crawl_delay_source: CrawlDelaySource | None = None
+
+
+def _select(text: str, agents: Sequence[str]) -> _Selection:
+    """The groups that apply to the first of ``agents`` (then ``*``) that robots.txt ``text`` names.
+
+    All groups naming the matched token are merged (RFC 9309 §2.2.1), rule
+    lines in order. Its Crawl-delay is the largest that any of those groups
+    could mean for it (:meth:`_Group.crawl_delay_for`).
+    """
+    groups = _parse_groups(text)
     for wanted in (*agents, "*"):
-        lines = [rule for names, rules in groups if wanted in names for rule in rules]
-        if any(wanted in names for names, _ in groups):
-            return wanted, lines
-    return None, []
+        mine = [group for group in groups if wanted in group.agents]
+        if not mine:
+            continue
+        lines = tuple(line for group in mine for line in group.lines)
+        delays = [found for group in mine if (found := group.crawl_delay_for(wanted)) is not None]
+        if not delays:
+            return _Selection(wanted, lines)
+        delay_s, source = max(delays, key=lambda found: found[0])
+        return _Selection(wanted, lines, delay_s, source)
+    return _Selection()
 
 
 class RobotsRules:
@@ -169,13 +286,15 @@ class RobotsRules:
     ``kind`` is ``"rules"``, ``"allow_all"`` or ``"disallow_all"``;
     ``text`` the (capped, decoded) robots.txt a ``"rules"`` instance was
     built from, kept so rules can be serialized and rebuilt; ``matched_agent``
-    the product token (or ``"*"``) of the group that applies, None if none.
+    the product token (or ``"*"``) of the group that applies, None if none;
+    ``crawl_delay_source`` which reading gave ``crawl_delay_s`` (None
+    without one).
     Build with :func:`parse_robots`, :meth:`from_text`, :meth:`allow_all`,
     :meth:`disallow_all`. Path matching (longest match, Allow wins a tie,
     ``*`` and ``$``, percent-encoding) is Protego's (RFC 9309 §2.2.2–2.2.3).
     """
 
-    __slots__ = ("_crawl_delay_s", "_parser", "kind", "matched_agent", "text")
+    __slots__ = ("_crawl_delay_s", "_parser", "crawl_delay_source", "kind", "matched_agent", "text")
 
     def __init__(
         self,
@@ -184,6 +303,7 @@ class RobotsRules:
         matched_agent: str | None = None,
         parser: Protego | None = None,
         crawl_delay_s: float | None = None,
+        crawl_delay_source: CrawlDelaySource | None = None,
     ) -> None:
         if not isinstance(kind, RobotsKind):
             raise ValueError(f"unknown robots rules kind {kind!r}")
@@ -192,6 +312,7 @@ class RobotsRules:
         self.matched_agent = matched_agent
         self._parser = parser
         self._crawl_delay_s = crawl_delay_s
+        self.crawl_delay_source = crawl_delay_source
 
     @classmethod
     def allow_all(cls) -> RobotsRules:
@@ -209,14 +330,26 @@ class RobotsRules:
 
         Never raises on garbage: unknown lines are ignored (RFC 9309 §2.2).
         """
-        matched, lines = _select_group_lines(text, [a.lower() for a in agents])
+        chosen = _select(text, [a.lower() for a in agents])
+        lines = chosen.lines
         parser = Protego.parse("User-agent: *\n" + "\n".join(lines) + "\n") if lines else None
-        delay = parser.crawl_delay("*") if parser is not None else None
-        return cls(RobotsKind.RULES, text=text, matched_agent=matched, parser=parser, crawl_delay_s=delay)
+        return cls(
+            RobotsKind.RULES,
+            text=text,
+            matched_agent=chosen.matched,
+            parser=parser,
+            crawl_delay_s=chosen.crawl_delay_s,
+            crawl_delay_source=chosen.crawl_delay_source,
+        )
 
     @property
     def crawl_delay_s(self) -> float | None:
-        """Crawl-delay (seconds) of the group that applies; None if it sets none (seed 000)."""
+        """Crawl-delay (seconds) that applies to the matched agent; None if robots.txt sets none for it.
+
+        The largest of its own Crawl-delays (under User-agent lines naming
+        it), else the largest of the group it shares (``crawl_delay_source``
+        says which); see :func:`_parse_groups`.
+        """
         return self._crawl_delay_s
 
     def allowed(self, url: str) -> bool:

@@ -308,6 +308,122 @@ def test_a_crawl_delay_belongs_to_every_agent_of_its_group(text, agent, delay):
     assert rules_for(text, agent).crawl_delay_s == delay
 
 
+# ---------------------------------------------------------------- Crawl-delay per agent
+# A Crawl-delay belongs to the User-agent lines directly above it (crawler-commons SimpleRobotRulesParser);
+# the group extent of the rules stays RFC 9309's (a Crawl-delay does not end a run of User-agent lines).
+# When the agent's token is in several such lists, or only in the merged group, the largest value wins.
+
+PER_AGENT = (
+    "User-agent: otherbot\nCrawl-delay: 0.3\n\n"
+    "User-agent: squallbot\nCrawl-delay: 2\n\n"
+    "User-agent: fastbot\nCrawl-delay: 0.6\n\n"
+    "User-agent: *\nDisallow: /private/\n"
+)
+SEPARATE_GROUPS = (
+    "User-agent: otherbot\nDisallow: /other/\nCrawl-delay: 5\n\n"
+    "User-agent: squallbot\nDisallow: /mine/\n"
+)
+
+
+def html_page(robots: str, br: str = "<br>") -> str:
+    """robots.txt as a misconfigured server sends it: an HTML page, a ``<br>`` at each line end."""
+    body = "\n".join(f"{line}{br}" for line in robots.splitlines())
+    return f"<!DOCTYPE html>\n<html><head><title>robots</title></head>\n<body>\n{body}\n</body></html>\n"
+
+
+CRAWL_DELAY_AGENT_CASES = [
+    # (name, robots.txt, agent, crawl delay, source, url, allowed)
+    ("per-agent lists", PER_AGENT, "squallbot", 2.0, "agent", "/private/x", False),
+    ("per-agent lists", PER_AGENT, "otherbot", 0.3, "agent", "/private/x", False),
+    ("per-agent lists", PER_AGENT, "fastbot", 0.6, "agent", "/public", True),
+    ("per-agent lists, wildcard last: the merged group's largest", PER_AGENT, "unknownbot", 2.0, "group",
+     "/private/x", False),
+    ("per-agent lists, one value each", "User-agent: a\nCrawl-delay: 9\nUser-agent: b\nCrawl-delay: 1\n"
+     "Disallow: /x\n", "b", 1.0, "agent", "/x", False),
+    ("wildcard with its own delay, last", "User-agent: squallbot\nCrawl-delay: 1\nUser-agent: *\nCrawl-delay: 4\n"
+     "Disallow: /x\n", "squallbot", 1.0, "agent", "/x", False),
+    ("wildcard with its own delay, last", "User-agent: squallbot\nCrawl-delay: 1\nUser-agent: *\nCrawl-delay: 4\n"
+     "Disallow: /x\n", "otherbot", 4.0, "agent", "/x", False),
+    ("token in two groups: the larger", "User-agent: squallbot\nDisallow: /a\nCrawl-delay: 1\n\n"
+     "User-agent: *\nDisallow: /\n\nUser-agent: squallbot\nDisallow: /b\nCrawl-delay: 3\n", "squallbot", 3.0,
+     "agent", "/b", False),
+    ("token in two lists of one group: the larger", "User-agent: squallbot\nCrawl-delay: 4\nUser-agent: fastbot\n"
+     "User-agent: squallbot\nCrawl-delay: 1.5\nDisallow: /x\n", "squallbot", 4.0, "agent", "/y", True),
+    ("two values in one list: the larger", "User-agent: squallbot\nCrawl-delay: 5\nCrawl-delay: 2\n",
+     "squallbot", 5.0, "agent", "/", True),
+    ("an own delay beats a larger one of another list", "User-agent: squallbot\nCrawl-delay: 2\n"
+     "User-agent: slowbot\nCrawl-delay: 8\nDisallow: /x\n", "squallbot", 2.0, "agent", "/x", False),
+    ("one group's own, another group's shared: the larger", "User-agent: squallbot\nCrawl-delay: 1\n"
+     "Disallow: /a\n\nUser-agent: slowbot\nCrawl-delay: 6\nUser-agent: squallbot\nDisallow: /b\n", "squallbot",
+     6.0, "group", "/b", False),
+    ("only in the merged group: the largest of it", "User-agent: a\nCrawl-delay: 3\nUser-agent: b\n"
+     "Crawl-delay: 0.5\nUser-agent: squallbot\nDisallow: /x\n", "squallbot", 3.0, "group", "/x", False),
+    ("several agents on the lines above one delay", "User-agent: a\nUser-agent: squallbot\nUser-agent: b\n"
+     "Crawl-delay: 7\nDisallow: /x\n", "squallbot", 7.0, "agent", "/x", False),
+    ("a delay after the rules is the group's agents'", "User-agent: squallbot\nDisallow: /x\nCrawl-delay: 2.5\n",
+     "squallbot", 2.5, "agent", "/x", False),
+    ("no delay for us, one for others in their own group", SEPARATE_GROUPS, "squallbot", None, None,
+     "/mine/a", False),
+    ("no delay for us, one for others in their own group", SEPARATE_GROUPS, "otherbot", 5.0, "agent",
+     "/mine/a", True),
+    ("no group for us: the wildcard's", SEPARATE_GROUPS + "\nUser-agent: *\nDisallow: /all/\nCrawl-delay: 1\n",
+     "squallbot", None, None, "/all/a", True),
+    ("no group for us: the wildcard's", SEPARATE_GROUPS + "\nUser-agent: *\nDisallow: /all/\nCrawl-delay: 1\n",
+     "nobot", 1.0, "agent", "/all/a", False),
+    ("no group for us, no wildcard: none", SEPARATE_GROUPS, "nobot", None, None, "/other/a", True),
+    ("a wildcard without delay does not take another group's", SEPARATE_GROUPS + "User-agent: *\nDisallow: /all/\n",
+     "nobot", None, None, "/all/a", False),
+    ("HTML-wrapped per-agent lists", html_page(PER_AGENT), "squallbot", 2.0, "agent", "/private/x", False),
+    ("HTML-wrapped per-agent lists", html_page(PER_AGENT), "otherbot", 0.3, "agent", "/public", True),
+    ("HTML-wrapped, <br/>", html_page(PER_AGENT, "<br/>"), "fastbot", 0.6, "agent", "/private/x", False),
+    ("HTML-wrapped, <BR />", html_page(PER_AGENT, "<BR />"), "squallbot", 2.0, "agent", "/private/x", False),
+    ("HTML-wrapped on one line", html_page(PER_AGENT).replace("\n", ""), "squallbot", 2.0, "agent",
+     "/private/x", False),
+    ("HTML-wrapped, separate groups", html_page(SEPARATE_GROUPS), "squallbot", None, None, "/mine/a", False),
+    ("HTML-wrapped, character references", "<html><body>User-agent: *<br>Disallow: /a?b=1&amp;c=2<br>"
+     "Crawl-delay: 1<br></body></html>", "squallbot", 1.0, "agent", "/a?b=1&c=2", False),
+    ("garbage values ignored", "User-agent: squallbot\nCrawl-delay: soon\nCrawl-delay: -3\nCrawl-delay: inf\n"
+     "Crawl-delay: nan\nCrawl-delay: 1e400\nCrawl-delay: 2 seconds\nCrawl-delay:\nDisallow: /x\n",
+     "squallbot", None, None, "/x", False),
+    ("garbage lines around a delay", "squallbot says hello\n:::\nUser-agent: squallbot\n}{ <>\nFoo: bar\n"
+     "Crawl-delay: 1.5\n\x00\x01\nDisallow: /x\n", "squallbot", 1.5, "agent", "/x", False),
+    ("a garbage value ends the list: none of a's own", "User-agent: a\nCrawl-delay: soon\nUser-agent: squallbot\n"
+     "Crawl-delay: 2\n", "a", 2.0, "group", "/", True),
+    ("a garbage value ends the list: none of a's own", "User-agent: a\nCrawl-delay: soon\nUser-agent: squallbot\n"
+     "Crawl-delay: 2\n", "squallbot", 2.0, "agent", "/", True),
+    ("a delay before any User-agent line is nobody's", "Crawl-delay: 9\nUser-agent: squallbot\nDisallow: /x\n",
+     "squallbot", None, None, "/x", False),
+    ("crawl delay spelled with a space", "User-agent: squallbot\nCrawl delay: 3\n", "squallbot", 3.0, "agent",
+     "/", True),
+]
+
+
+@pytest.mark.parametrize("name, text, agent, delay, source, url, allowed", CRAWL_DELAY_AGENT_CASES,
+                         ids=[f"{c[0]}|{c[2]}" for c in CRAWL_DELAY_AGENT_CASES])
+def test_a_crawl_delay_belongs_to_the_agents_above_it_and_the_largest_meant_for_us_wins(name, text, agent, delay,
+                                                                                        source, url, allowed):
+    rules = rules_for(text, agent)
+    assert rules.crawl_delay_s == delay
+    assert (rules.crawl_delay_source.value if rules.crawl_delay_source else None) == source
+    assert rules.allowed(url) is allowed
+
+
+def test_per_agent_crawl_delays_leave_the_rules_as_rfc_9309_groups_them():
+    # the four User-agent runs are one group: /private/ is disallowed for each of them
+    for agent in ("otherbot", "squallbot", "fastbot", "anybot"):
+        assert not rules_for(PER_AGENT, agent).allowed("/private/a")
+
+
+def test_a_plain_robots_txt_is_not_read_as_html():
+    rules = rules_for("User-agent: *\nDisallow: /a<b>c\n", "squallbot")
+    assert not rules.allowed("/a<b>c") and rules.allowed("/ac")
+
+
+def test_an_html_page_without_user_agent_lines_allows_everything():
+    rules = rules_for("<html><body><h1>Not Found</h1><p>Disallow: /</p></body></html>", "squallbot")
+    assert rules.allowed("/x") and rules.matched_agent is None and rules.crawl_delay_s is None
+
+
 # ---------------------------------------------------------------- bytes in: BOM, size cap, garbage
 
 def test_a_leading_utf8_bom_is_stripped():
@@ -616,6 +732,7 @@ def test_robots_check_prints_a_verdict_and_crawl_delay_per_url(tmp_path, capsys)
     assert code == 0
     assert capsys.readouterr().out.splitlines() == [
         "group: foobot",
+        "crawl-delay: 5 (under User-agent: foobot)",
         "disallowed https://example.com/foobot-only/a crawl-delay=5",
         "allowed https://example.com/star crawl-delay=5",
     ]
@@ -625,15 +742,26 @@ def test_robots_check_without_a_crawl_delay_prints_none(tmp_path, capsys):
     robots = tmp_path / "robots.txt"
     robots.write_bytes(b"User-agent: *\nDisallow: /x\n")
     assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "barbot", "/x", "/y"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["group: *", "disallowed /x crawl-delay=none",
+    assert capsys.readouterr().out.splitlines() == ["group: *", "crawl-delay: none", "disallowed /x crawl-delay=none",
                                                     "allowed /y crawl-delay=none"]
 
 def test_robots_check_shows_the_group_extent_rule(tmp_path, capsys):
     robots = tmp_path / "robots.txt"
     robots.write_bytes(b"User-agent: a\nCrawl-delay: 1\nUser-agent: b\nDisallow: /x\n")
     assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "b", "/x", "/y"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["group: b", "disallowed /x crawl-delay=1",
-                                                    "allowed /y crawl-delay=1"]
+    assert capsys.readouterr().out.splitlines() == [
+        "group: b", "crawl-delay: 1 (none under User-agent: b; the largest of its group)",
+        "disallowed /x crawl-delay=1", "allowed /y crawl-delay=1"]
+
+
+def test_robots_check_prints_the_crawl_delay_meant_for_the_agent_among_per_agent_lists(tmp_path, capsys):
+    robots = tmp_path / "robots.txt"
+    robots.write_text(PER_AGENT)
+    assert _run_check(["robots", "check", "--robots", str(robots), "--agent", "squallbot",
+                       "/private/a", "/public"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "group: squallbot", "crawl-delay: 2 (under User-agent: squallbot)",
+        "disallowed /private/a crawl-delay=2", "allowed /public crawl-delay=2"]
 
 
 def test_robots_check_says_when_the_file_is_cut_at_the_content_limit(tmp_path, capsys):
@@ -644,7 +772,7 @@ def test_robots_check_says_when_the_file_is_cut_at_the_content_limit(tmp_path, c
                        "/early", "/late"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"truncated: {len(body)} bytes, only the first 40 parsed (--content-limit)"
-    assert out[2:] == ["disallowed /early crawl-delay=none", "allowed /late crawl-delay=none"]
+    assert out[3:] == ["disallowed /early crawl-delay=none", "allowed /late crawl-delay=none"]
 
 
 
