@@ -5,27 +5,168 @@ topics, tables and consumer group on the broker), writes its configuration
 file, starts and stops ``faust -A topology worker`` processes, seeds and
 waits until the crawl is idle. Nothing here is a fake: the workers are the
 same command an operator runs.
+
+No worker outlives the process that started it (:func:`spawn`): each runs
+in its own process group (session), every group still running is ended
+when the starter exits normally or on SIGTERM / SIGINT (atexit and signal
+handlers), and on Linux each worker is also told to die with its parent
+(``prctl(PR_SET_PDEATHSIG, SIGKILL)``) for the one exit no handler sees, a
+SIGKILL of the starter.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import IO, Any
 
 import yaml
 
 from squall.cli.seed import SeedLine, produce_seeds
 from squall.cli.status import Report, collect, wait_idle
 from squall.settings import ROOT, Settings, load_settings
+
+# prctl(2) option: the signal a process gets when the thread that created it ends (Linux).
+_PR_SET_PDEATHSIG = 1
+# How long a group ended at exit gets between SIGTERM and SIGKILL (s): a clean worker shutdown is
+# not needed then (the run is over), a stuck one must not hold up the exit.
+_EXIT_GRACE_S = 2.0
+
+
+def _death_signal_setter() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child die by SIGKILL when its parent dies; None off Linux.
+
+    Everything is looked up here, before the fork: the child only calls
+    prctl and compares its parent's pid (the parent may have died before
+    the call took effect).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    prctl = ctypes.CDLL(libc_name, use_errno=True).prctl
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
+
+
+class _ChildGroups:
+    """The process groups :func:`spawn` started in this process, ended when this process ends.
+
+    One per process, like the signal dispositions and the atexit list it
+    uses. SIGTERM and SIGINT end the groups, then act as before (the
+    previous handler, or the default action). Handlers can only be set from
+    the main thread; from another thread only atexit and the death signal
+    guard the children.
+    """
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.RLock()  # a signal handler may run while the main thread holds it
+        self._installed = False
+        self._previous: dict[int, Any] = {}
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs = [p for p in self._procs if p.poll() is None]
+            self._procs.append(proc)
+            if not self._installed:
+                self._install()
+
+    def _install(self) -> None:
+        atexit.register(self.end_all)
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        self._installed = True
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.end_all()
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default action (or one set outside Python): do it
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def end_all(self) -> None:
+        """SIGTERM every group still running, SIGKILL those still there after a short grace, reap them."""
+        with self._lock:
+            procs, self._procs = [p for p in self._procs if p.poll() is None], []
+        for proc in procs:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + _EXIT_GRACE_S
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+
+
+_CHILDREN = _ChildGroups()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to the process group of ``proc`` (its own session); no error if it is gone."""
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def spawn(
+    cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: IO[bytes] | int | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in its own session (process group) that ends when this process ends.
+
+    stderr goes where stdout goes. The group is ended at exit, on SIGTERM
+    and SIGINT, and on Linux the process dies with this one (see the module
+    docstring). Start it from a thread that lives as long as the process
+    should (the main thread): the death signal follows the thread that
+    forked.
+    """
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=dict(env),
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_death_signal_setter(),  # only prctl and getppid run in the child, nothing that locks
+    )
+    _CHILDREN.add(proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes], *, kill: bool = False, timeout_s: float = 60.0) -> None:
+    """Stop a :func:`spawn` process and its group: SIGTERM and wait (SIGKILL after ``timeout_s``), or SIGKILL."""
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait(10)
 
 
 class Crawl:
@@ -92,7 +233,7 @@ class Crawl:
         if wipe:
             shutil.rmtree(datadir, ignore_errors=True)
         env = dict(self._env, SQUALL_CONF=str(self.conf_path))
-        log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (owned by the process)
+        log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (closed once the worker has it)
         cmd = [
             sys.executable,
             "-m",
@@ -105,22 +246,16 @@ class Crawl:
             "info",
             *(["--web-port", str(web_port)] if web_port else ["--without-web"]),
         ]
-        proc = subprocess.Popen(
-            cmd, cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        try:
+            proc = spawn(cmd, cwd=cwd or ROOT, env=env, stdout=log)
+        finally:
+            log.close()  # the worker has its own copy
         self.workers[name] = proc
         return proc
 
     def stop_worker(self, name: str, *, kill: bool = False, timeout_s: float = 60.0) -> None:
         """Stop one worker: SIGTERM and wait (a clean shutdown commits offsets), or SIGKILL at once."""
-        proc = self.workers.pop(name)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop(self.workers.pop(name), kill=kill, timeout_s=timeout_s)
 
     def stop(self) -> None:
         """Stop every worker still running."""
