@@ -7,7 +7,8 @@ so the suite stays short on a 2-core CI box:
 * ``polite`` (robots pacing off, ``fetcher.max.crawl.delay`` 3, no force):
   Crawl-delay 2 and 0.5, a Crawl-delay over the cap, disallowed paths,
   robots.txt 503 → 200, robots.txt 404 and 403, a redirected robots.txt,
-  Retry-After 5 and headerless 429s.
+  Retry-After 5 and headerless 429s, per-agent Crawl-delays in one group
+  (robots agent ``squallbot``).
 * ``forced`` (``fetcher.max.crawl.delay`` 1 with force, robots pacing on):
   local cap in the fetcher, pacing at the requested whole seconds in the
   frontier; then signals are re-delivered through the broker to check that
@@ -55,6 +56,15 @@ ROBOTS_403 = "127.0.0.8"    # robots.txt 403
 ROBOTS_MOVED = "127.0.0.9"  # robots.txt 301 → /robots-moved.txt (Disallow: /hidden)
 RETRY_AFTER = "127.0.0.10"  # /limited answers 429 Retry-After: 5 once
 BUSY = "127.0.0.11"         # /busy answers 429 without Retry-After three times
+PER_AGENT = "127.0.0.13"    # Crawl-delay 0.3 / 2 / 0.6 for otherbot / squallbot / fastbot, one RFC 9309 group
+ROBOTS_AGENT = "squallbot"
+PER_AGENT_ROBOTS = (
+    "User-agent: otherbot\nCrawl-delay: 0.3\n\n"
+    "User-agent: squallbot\nCrawl-delay: 2\n\n"
+    "User-agent: fastbot\nCrawl-delay: 0.6\n\n"
+    "User-agent: *\nDisallow: /private/\n"
+)
+GAP_SLACK_S = 0.01  # the server's clock reads arrivals, the fetcher's clock its turns
 
 # host of the `forced` crawl
 CAPPED = "127.0.0.12"       # Crawl-delay: 2.5 > fetcher.max.crawl.delay 1, force
@@ -95,6 +105,9 @@ def polite_site() -> SiteSpec:
                               robots=RobotsSpec(text=robots)),
         BUSY: HostSpec(pages={"/": _index("/busy"), "/busy": Page(title="busy", statuses=(429, 429, 429))},
                        robots=RobotsSpec(text=robots)),
+        PER_AGENT: HostSpec(pages={"/": _index("/a", "/b", "/c", "/private/x"),
+                                   **_pages("/a", "/b", "/c", "/private/x")},
+                            robots=RobotsSpec(text=PER_AGENT_ROBOTS)),
     })
 
 
@@ -181,13 +194,15 @@ def polite(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> It
         "frontier.backoff.max.secs": 8.0,
         "http.robots.retry.base.secs": 1.0,
         "http.robots.retry.max.secs": 2.0,
+        "http.robots.agents": [ROBOTS_AGENT],
     }
 
     def finished(served: ServedSite, records: dict[str, dict[str, Any]]) -> bool:
         u = served.url
         return _status_is({u(RETRY_AFTER, "/limited"): "FETCHED", u(BUSY, "/busy"): "FETCHED",
                            u(ROBOTS_503, "/a"): "FETCHED", u(ROBOTS_503, "/b"): "FETCHED",
-                           u(DELAY2, "/c"): "FETCHED", u(TOO_LONG): "ERROR", u(TOO_LONG, "/a"): "ERROR"}
+                           u(DELAY2, "/c"): "FETCHED", u(TOO_LONG): "ERROR", u(TOO_LONG, "/a"): "ERROR",
+                           u(PER_AGENT, "/c"): "FETCHED"}
                           )(served, records)
 
     yield from _run(tmp_path_factory, kafka_bootstrap, "polite", spec, overrides, finished,
@@ -220,6 +235,16 @@ def test_crawl_delay_2_spaces_every_request_to_the_host_by_2s(polite: Finished) 
     assert len(times) == 5, polite.describe(DELAY2)  # robots.txt, /, /a, /b, /c
     assert min(_gaps(times)) >= 2.0, polite.describe(DELAY2)
     assert all(polite.records[polite.url(DELAY2, p)]["status"] == "FETCHED" for p in ("/", "/a", "/b", "/c"))
+
+
+def test_the_crawl_delay_under_our_own_user_agent_line_paces_the_host_not_a_faster_one_of_its_group(
+        polite: Finished) -> None:
+    times = polite.times(PER_AGENT)
+    assert polite.paths(PER_AGENT)[0] == "/robots.txt"
+    assert len(times) == 5, polite.describe(PER_AGENT)  # robots.txt, /, /a, /b, /c — /private/x is disallowed
+    assert SERVER_DELAY_S < 0.3 < 2.0  # the server delay and the other agents' Crawl-delays are all shorter
+    assert min(_gaps(times)) >= 2.0 - GAP_SLACK_S, polite.describe(PER_AGENT)
+    assert polite.records[polite.url(PER_AGENT, "/private/x")]["status"] == "ERROR"
 
 
 def test_fractional_crawl_delay_is_honoured(polite: Finished) -> None:
@@ -332,7 +357,7 @@ def test_headerless_429_backs_off_with_growing_gaps_until_fetched(polite: Finish
 # ---------------------------------------------------------------------------- every host, every URL
 
 def test_every_host_is_paced_and_every_rescheduled_url_ends_fetched(polite: Finished) -> None:
-    floors = {DELAY2: 2.0, DELAY_HALF: 0.5}
+    floors = {DELAY2: 2.0, DELAY_HALF: 0.5, PER_AGENT: 2.0 - GAP_SLACK_S}
     for ip in polite_site().hosts:
         if ip == ROBOTS_MOVED:
             continue  # its two robots requests are one robots fetch (a redirect hop); checked above
@@ -439,7 +464,7 @@ def assert_audit_agrees_with_the_server(crawl: Crawl, served: ServedSite, floors
 def test_the_crawlers_audit_agrees_with_the_server_request_for_request(
         request: pytest.FixtureRequest, crawl_name: str) -> None:
     finished: Finished = request.getfixturevalue(crawl_name)
-    floors = {DELAY2: 2.0, DELAY_HALF: 0.5, CAPPED: CAP_S}
+    floors = {DELAY2: 2.0, DELAY_HALF: 0.5, CAPPED: CAP_S, PER_AGENT: 2.0}
     assert_audit_agrees_with_the_server(finished.crawl, finished.served, floors, SERVER_DELAY_S)
 
 
