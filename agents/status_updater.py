@@ -26,18 +26,19 @@ from dataclasses import dataclass, field, replace
 
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
+from agents.queues import hand_out_next, regulate
 from agents.runtime import PARTITIONS, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
 from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.policy.scope import ScopeConfig, check
 from squall.policy.sitemaps import is_marked, lastmod_of
 from squall.policy.urls import NormalizerConfig, canonicalize, host_of
-from topology import app, settings, status_topic, urls_table
+from topology import app, fetch_topic, settings, signals_topic, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
 NORMALIZER = NormalizerConfig.from_settings(settings)
@@ -56,6 +57,10 @@ async def status_updater(stream):
             await status_topic.send(key=key, value=value, partition=partition)
         for value, exc in done.dead:
             await deadletter(value, exc)
+        for msg in done.handouts:  # the next URLs of hosts whose result freed a place (agents.queues)
+            await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
+        for signal in done.signals:  # signals this event could not apply with their result
+            await signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
         for host, port, value in done.pending:  # byIP: routed once the host is resolved
             event.message.incref()  # acked by _route_when_resolved once the message is on its way
             asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
@@ -78,12 +83,17 @@ class Handled:
     ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
     another partition; ``dead``: (message bytes, the error) to dead-letter;
     ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
-    worker has not resolved yet.
+    worker has not resolved yet; ``handouts``: fetch messages of the next
+    URLs of a host whose result freed a place (:func:`agents.queues.hand_out_next`);
+    ``signals``: a result's signal not applied here (its URL was bad, or
+    byIP), for the queue regulator.
     """
 
     reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
     dead: list[tuple[bytes, Exception]] = field(default_factory=list)
     pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+    handouts: list[FetchMessage] = field(default_factory=list)
+    signals: list[SignalMessage] = field(default_factory=list)
 
 
 def handle(value: bytes, partition: int, now_s: float) -> Handled:
@@ -97,13 +107,21 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     done = Handled()
     try:
         msg = StatusMessage.from_bytes(value)
+    except MessageError as exc:
+        done.dead.append((value, exc))
+        return done
+    try:
         canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
         url = canon(msg.url)
         key = partition_key(url, MODE)
-    except (MessageError, InvalidURL) as exc:
+    except InvalidURL as exc:
         done.dead.append((value, exc))
+        done.signals.extend([msg.signal] if msg.signal is not None else [])
         return done
     if BY_IP:
+        if msg.signal is not None:  # keyed by the fetch's address key: the queue regulator applies it
+            done.signals.append(msg.signal)
+            msg = replace(msg, signal=None)
         return _handle_by_address(msg, canon, [url], value, partition, now_s, done)
     if partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
@@ -114,6 +132,9 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
             by_key.setdefault(other, [])
         else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
             log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    if msg.signal is not None and msg.signal.key not in by_key:
+        done.signals.append(msg.signal)  # its queue's key is not the URL's (a foreign producer): on its own
+        msg = replace(msg, signal=None)
     _update_groups(msg, by_key, value, now_s, msg.rejected, done)
     return done
 
@@ -149,7 +170,7 @@ def _update_groups(
     """Apply ``msg`` to each key's URLs (:func:`update`); a failure dead-letters the message and goes on."""
     for key, urls in by_key.items():
         try:
-            update(msg, urls, key, now_s, rejected.get(key))
+            done.handouts.extend(update(msg, urls, key, now_s, rejected.get(key)))
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
             log.exception("squall: status update of %s failed", urls[0] if urls else key)
             done.dead.append((value, exc))
@@ -248,13 +269,17 @@ def _single(batch: StatusMessage, url: str) -> bytes:
 
 def update(
     msg: StatusMessage, urls: list[str], key: str, now_s: float, rejected: Mapping[Reason, int] | None = None
-) -> None:
+) -> list[FetchMessage]:
     """Apply one decoded status message to the tables and the due index, for one partition key.
 
     ``urls``: the message's canonical URLs of partition key ``key`` (one for
     a fetch result, any number for a batch of outlinks); ``rejected``: the
-    parse step's refusals of links of ``key``, per reason. The host record is
-    read once and written once (when it changed), before the URL records.
+    parse step's refusals of links of ``key``, per reason. A result's signal
+    of queue ``key`` is applied too (:func:`agents.queues.regulate`), and the
+    place it frees may go to the host's next URL at once
+    (:func:`agents.queues.hand_out_next`). The host record is read once and
+    written once (when it changed), before the URL records. Returns the
+    fetch messages of that hand-out (usually none).
     """
     host = start = load_host(key)
     if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
@@ -271,10 +296,15 @@ def update(
     stores: list[UrlRecord] = []
     for url in urls:
         host = _apply(msg, url, key, host, now_s, stores)
+    handouts: list[FetchMessage] = []
+    if msg.signal is not None and msg.signal.key == key:
+        host = regulate(host, msg.signal)
+        host, handouts = hand_out_next(key, host, now_s)
     if host is not start:
         save_host(host)
     for record in stores:
         _store(record)
+    return handouts
 
 
 def _apply(

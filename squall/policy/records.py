@@ -192,6 +192,11 @@ class StatusMessage:
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
     (``partition.url.mode: byIP``; never in a batch); absent otherwise.
+    ``signal``: the pace report of the hand-out this result ends (a
+    :class:`SignalMessage` object, same key), carried by the fetcher's
+    result of the handed-out URL itself, so the status updater applies the
+    result and frees the hand-out's place in one event and one hosts-table
+    write; absent on every other message.
 
     A batch of outlinks of one page to one Kafka partition (what the parse
     step sends: one message per partition instead of one per link) is a
@@ -229,6 +234,7 @@ class StatusMessage:
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
     moved: dict[str, Any] | None = None
+    signal: SignalMessage | None = None
 
     def to_bytes(self) -> bytes:
         """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
@@ -242,6 +248,8 @@ class StatusMessage:
                 del obj[name]
         if self.rejected:
             obj["rejected"] = {key: {r.value: n for r, n in counts.items()} for key, counts in self.rejected.items()}
+        if self.signal is not None:
+            obj["signal"] = self.signal.to_dict()
         return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
 
     @classmethod
@@ -319,6 +327,11 @@ class StatusMessage:
             ):
                 raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
             kwargs["rejected"] = {key: {Reason.of(r): n for r, n in counts.items()} for key, counts in rejected.items()}
+        signal = obj.get("signal")
+        if signal is not None:
+            if kwargs.get("fetched_at_s") is None:
+                raise MessageError("'signal' is only for fetcher results (with fetched_at_s)")
+            kwargs["signal"] = SignalMessage.from_dict(signal)
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 
     def urls(self) -> list[str]:
@@ -414,12 +427,32 @@ class SignalMessage:
     robots_crawl_delay_s: int | None = None
     handed_out_at_s: float | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this signal (None fields left out)."""
+        return _clean(asdict(self))
+
     def to_bytes(self) -> bytes:
-        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> SignalMessage:
-        obj = _decode_object(raw)
+        """Decode one signals-topic message.
+
+        Raises:
+            MessageError: not a JSON object, or see :meth:`from_dict`.
+        """
+        return cls.from_dict(_decode_object(raw))
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> SignalMessage:
+        """Decode a signal object (alone on the signals topic, or inside a status message).
+
+        Raises:
+            MessageError: not an object, a field missing or of the wrong type,
+                an unknown kind, or a non-finite time.
+        """
+        if not isinstance(obj, dict):
+            raise MessageError("a signal must be a JSON object")
         try:
 
             def opt(name: str, kind: type) -> Any:

@@ -235,7 +235,7 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
 
 
-async def test_the_fetcher_sends_the_signal_only_once_the_broker_has_the_status(
+async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker_has_the_outlinks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
@@ -243,27 +243,84 @@ async def test_the_fetcher_sends_the_signal_only_once_the_broker_has_the_status(
     from squall.policy.pace import FetchEnded, PaceState
     from squall.policy.records import Status, StatusMessage
 
-    order: list[str] = []
+    order: list[tuple[str, dict]] = []
     delivered: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    async def status_send(**_kw: Any) -> asyncio.Future:
-        order.append("status handed to the producer")
+    async def status_send(*, value: bytes, **_kw: Any) -> asyncio.Future:
+        order.append(("status", json.loads(value)))
         return delivered
 
     async def signal_send(**_kw: Any) -> None:
-        order.append("signal")
+        order.append(("signal", {}))
 
     monkeypatch.setattr(topology.status_topic, "send", status_send)
     monkeypatch.setattr(topology.signals_topic, "send", signal_send)
     msg = FetchMessage(url="https://example.com/s", key=HOST, handed_out_at_s=10.0)
-    status = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
-    task = asyncio.ensure_future(fetcher._send(msg, [status], FetchEnded(fetch_id="f", kind=SignalKind.OTHER,
-                                                                          at_s=11.0), PaceState()))
+    own = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
+    outlinks = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
+    task = asyncio.ensure_future(fetcher._send(msg, [own, outlinks], FetchEnded(fetch_id="f", kind=SignalKind.OTHER,
+                                                                                at_s=11.0), PaceState()))
     await asyncio.sleep(0.05)
-    assert order == ["status handed to the producer"]  # a SIGKILL now loses both, never the status alone
+    assert [v["url"] for _, v in order] == ["https://example.com/a"]  # a SIGKILL now loses the result, never the links
     delivered.set_result(None)
     await task
-    assert order == ["status handed to the producer", "signal"]
+    assert [kind for kind, _ in order] == ["status", "status"]  # no signal of its own: it rides with the result
+    result = order[1][1]
+    assert (result["url"], result["signal"]["fetch_id"], result["signal"]["handed_out_at_s"]) == (msg.url, "f", 10.0)
+
+
+async def test_a_result_with_its_signal_frees_the_place_and_hands_out_the_hosts_next_url_at_once(sent: Sent) -> None:
+    now = time.time()
+    done_url, waiting, nxt = "https://example.com/1", "https://example.com/2", "https://example.com/3"
+    host = HostRecord(key=HOST, delay_s=1.0).with_handout([done_url], now - 2).with_handout([waiting], now - 1)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    for url in (done_url, nxt):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
+    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    signal = SignalMessage(key=HOST, url=done_url, fetch_id="f1", kind=SignalKind.SUCCESS, at_s=now,
+                           delay_s=1.0, handed_out_at_s=now - 2)
+    result = json.dumps({"url": done_url, "status": "FETCHED", "fetched_at_s": now, "http_status": 200,
+                         "signal": signal.to_dict()}).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+        await agent.put(key=HOST.encode(), value=result, partition=P)  # re-delivered: nothing more
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    [(key, value, _p)] = sent.of(topology.fetch_topic)  # the next URL left with the result: no tick
+    assert (key, value["url"]) == (HOST.encode(), nxt)
+    assert set(host.in_flight) == {waiting, nxt} and host.seen_fetch_ids == ["f1"]
+    assert UrlRecord.from_dict(topology.urls_table[done_url.encode()]).status.value == "FETCHED"
+    assert sent.of(topology.signals_topic) == []
+
+
+async def test_a_result_of_a_host_blocked_by_retry_after_hands_out_nothing_until_the_tick(sent: Sent) -> None:
+    now = time.time()
+    done_url, nxt = "https://example.com/1", "https://example.com/3"
+    topology.hosts_table.data[HOST.encode()] = HostRecord(key=HOST).with_handout([done_url], now - 2).to_dict()
+    for url in (done_url, nxt):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
+    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    signal = SignalMessage(key=HOST, url=done_url, fetch_id="f1", kind=SignalKind.RETRY_AFTER, at_s=now,
+                           retry_until_s=now + 60, handed_out_at_s=now - 2)
+    result = json.dumps({"url": done_url, "status": "FETCH_ERROR", "reason": "http.rate_limited",
+                         "fetched_at_s": now, "http_status": 429, "signal": signal.to_dict()}).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert sent.of(topology.fetch_topic) == [] and host.in_flight == {} and host.blocked_until_s == now + 60
+    assert agent_runtime.state.indexes[P].next_due_s() == pytest.approx(now + 60 - topology.settings[
+        "frontier.handout.lead.secs"])
+
+
+async def test_a_result_whose_url_is_bad_still_frees_its_place_through_the_regulator(sent: Sent) -> None:
+    signal = SignalMessage(key=HOST, url="https://example.com/1", fetch_id="f1", kind=SignalKind.SUCCESS,
+                           at_s=100.0, handed_out_at_s=99.0)
+    result = json.dumps({"url": "http://[::1", "status": "FETCHED", "fetched_at_s": 100.0,
+                         "signal": signal.to_dict()}).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+    assert len(sent.of(topology.deadletter_topic)) == 1
+    [(key, value, _p)] = sent.of(topology.signals_topic)
+    assert (key, value["fetch_id"]) == (HOST.encode(), "f1")
 
 
 # ---------------------------------------------------------------- fetcher shutdown
