@@ -1090,8 +1090,13 @@ def progress(line: str) -> None:
     print(f"# {line}", file=sys.stderr, flush=True)
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # the finally blocks stop the workers, the server and our broker
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from squall.tools import kafka_local
 
     load = os.getloadavg()  # before the broker and the crawls add theirs
@@ -1112,8 +1117,9 @@ def main(argv: list[str] | None = None) -> int:
         scrapy=scrapy_version(py) if py else None,
         notes=notes,
     )
-    for line in header_lines(meta):
-        progress(line)
+    progress(header_lines(meta)[0])  # the whole header comes with the report
+    for note in meta.notes:
+        progress(note)
     crawlers: list[tuple[str, str]] = [("squall", v) for v in variants] + ([("scrapy", "")] if py else [])
     bootstrap = args.bootstrap or f"127.0.0.1:{args.broker_port}"
     started = False if args.bootstrap else kafka_local.up(bootstrap, fresh=True, progress=progress)
