@@ -439,12 +439,21 @@ class CpuSampler:
 
     def _loop(self) -> None:
         while not self._done.wait(CPU_SAMPLE_S):
-            self._sample()
+            try:
+                self._sample()
+            except OSError:  # a worker is gone (the crawl failed or was stopped): no more samples
+                return
 
     def stop(self) -> list[tuple[float, float]]:
+        """Stop sampling (after one last sample, if every process is still there) and return the samples."""
+        if self._done.is_set():  # stopped already
+            return self._samples
         self._done.set()
         self._thread.join(5)
-        self._sample()
+        try:
+            self._sample()
+        except OSError:
+            pass
         return self._samples
 
 
@@ -557,6 +566,7 @@ def run_squall(
     crawl = Crawl(workdir, bootstrap, squall_overrides(args, warc))
     timeout = args.timeout or 3 * args.pages * args.delay + 120
     offsets: OffsetSampler | None = None
+    sampler: CpuSampler | None = None
     try:
         # topics first (as `squall seed` would): a worker that starts before them is not assigned them
         asyncio.run(ensure_topics(bootstrap, all_topics(crawl.settings), crawl.settings["topology.replication.factor"]))
@@ -579,6 +589,8 @@ def run_squall(
             spy.wait(60)
         rss = max(proc_peak_rss_mb(pid) for pid in pids)
     finally:
+        if sampler is not None:
+            sampler.stop()
         if offsets is not None:
             offsets.stop()
         crawl.stop()
