@@ -997,6 +997,41 @@ def append_history(path: Path, rows: Sequence[Mapping[str, str]]) -> None:
         writer.writerows(rows)
 
 
+def report_data(meta: Meta, rows: Sequence[Row], args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the report says, as JSON-ready data (NaN as None): ``--json``'s content, read back by ``--report``."""
+    groups = by_crawler(rows)
+    summaries = {label: summarize(rs) for label, rs in groups.items()}
+    data = {
+        "meta": asdict(meta),
+        "args": dict(args or {}),
+        "rows": [r.to_json() for r in rows],
+        "summary": {k: {f: None if s is None else asdict(s) for f, s in v.items()} for k, v in summaries.items()},
+        "records_per_page": {k: {t: asdict(s) for t, s in topic_spreads(rs).items()} for k, rs in groups.items()},
+        "ratios": [asdict(c) for c in compare(summaries)],
+        "history": history_rows(meta, rows),
+    }
+    return finite(data)
+
+
+def from_report_data(data: Mapping[str, Any]) -> tuple[Meta, list[Row]]:
+    """The :class:`Meta` and rows of :func:`report_data`'s output (derived figures are computed again)."""
+    meta = dict(data["meta"])
+    meta["load"] = tuple(meta["load"])
+    meta["notes"] = tuple(meta.get("notes") or ())
+    names = {f for f in Row.__dataclass_fields__}
+    rows = [
+        Row(
+            **{
+                k: (float("nan") if v is None and k in ("min_gap_s", "p1_gap_s") else v)
+                for k, v in r.items()
+                if k in names
+            }
+        )
+        for r in data["rows"]
+    ]
+    return Meta(**meta), rows
+
+
 # ---------------------------------------------------------------------- the run set
 
 
@@ -1082,6 +1117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--markdown", action="store_true", help="print the report as Markdown (tables and bullet lists)")
     p.add_argument(
+        "--report",
+        metavar="FILE",
+        default=None,
+        help="crawl nothing: print the report of an earlier run from its --json FILE (with --markdown: for the docs)",
+    )
+    p.add_argument(
         "--profile",
         metavar="FILE",
         default=None,
@@ -1108,6 +1149,10 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report:
+        meta, rows = from_report_data(json.loads(Path(args.report).read_text()))
+        print("\n".join(report_lines(meta, rows, args.markdown)))
+        return 0
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from squall.tools import kafka_local
 
@@ -1176,19 +1221,8 @@ def main(argv: list[str] | None = None) -> int:
         meta = Meta(**{**asdict(meta), "notes": (*meta.notes, *(f"FAILED: {f}" for f in failed))})
     print("\n".join(report_lines(meta, rows, args.markdown)), flush=True)
     if args.json:
-        summaries = {label: summarize(rs) for label, rs in by_crawler(rows).items()}
-        data = {
-            "meta": asdict(meta),
-            "args": vars(args),
-            "rows": [r.to_json() for r in rows],
-            "summary": {k: {f: None if s is None else asdict(s) for f, s in v.items()} for k, v in summaries.items()},
-            "records_per_page": {
-                k: {t: asdict(s) for t, s in topic_spreads(rs).items()} for k, rs in by_crawler(rows).items()
-            },
-            "ratios": [asdict(c) for c in compare(summaries)],
-            "history": history_rows(meta, rows),
-        }
-        Path(args.json).write_text(json.dumps(finite(data), indent=2, allow_nan=False, default=str) + "\n")
+        data = report_data(meta, rows, vars(args))
+        Path(args.json).write_text(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
         progress(f"wrote {args.json}")
     if args.history:
         if failed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -364,3 +365,19 @@ def test_the_report_lists_every_run_when_there_are_several():
 
 def test_json_gets_none_for_nan_and_infinity():
     assert bench.finite({"a": [math.nan, 1.0, (math.inf,)], "b": "x"}) == {"a": [None, 1.0, [None]], "b": "x"}
+
+
+def test_the_json_report_reads_back_into_the_same_report():
+    rows = [
+        row(records={"status": 200}),
+        row(run=2, records={"status": 100}),
+        row("scrapy", pages=0, min_gap_s=math.nan, p1_gap_s=math.nan, cpu_s=None),
+    ]
+    data = json.loads(json.dumps(bench.report_data(META, rows, {"runs": 2}), allow_nan=False))
+    assert data["ratios"][0]["pages_per_s"] is None  # Scrapy fetched nothing: no ratio
+    assert data["summary"]["scrapy"]["cpu/1k"] is None and data["rows"][2]["min_gap_s"] is None  # NaN: null
+    assert data["records_per_page"]["squall (1 worker, WARC on)"]["status"]["median"] == pytest.approx(1.5)
+    meta, back = bench.from_report_data(data)
+    assert meta == META
+    for markdown in (False, True):
+        assert bench.report_lines(meta, back, markdown) == bench.report_lines(META, rows, markdown)
