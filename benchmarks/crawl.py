@@ -1159,7 +1159,13 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()  # before the broker and the crawls add theirs
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     variants, notes = warc_variants(args.warc, WARC_SWITCH in FIELD_OF)
-    py = scrapy_python() if args.peer == "scrapy" else None
+    py = None
+    if args.peer == "scrapy":
+        try:
+            py = scrapy_python()
+        except (OSError, subprocess.CalledProcessError) as exc:  # e.g. no route to PyPI: squall's rows alone
+            notes = (*notes, f"Scrapy: not run, its install in {SCRAPY_VENV} failed ({exc})")
+            progress(notes[-1])
     meta = Meta(
         commit=git_revision(),
         date=date,
