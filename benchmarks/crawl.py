@@ -121,6 +121,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 CPU_SAMPLE_S = 0.25  # how often the workers' CPU time is sampled
 CPU_TAIL_S = 1.0  # squall's CPU is counted until this long after the last request (its results are applied)
 OFFSET_SAMPLE_S = 0.5  # how often the end offsets of the crawl's topics are sampled
+TOPIC_LIST_S = 10.0  # how often the list of the crawl's topics is read again (all exist before the seeds)
 WARC_SWITCH = "warc.enabled"  # the configuration key that turns squall's WARC archive off (false)
 HISTORY_FILE = "benchmarks/history.csv"  # its own rows do not make the tree dirty (git_revision)
 
@@ -468,9 +469,10 @@ def proc_peak_rss_mb(pid: int) -> float:
 class OffsetSampler:
     """Samples the end offsets of every partition of the topics named ``<prefix>…`` in a thread, until stop().
 
-    One admin client (the topic list, so topics created during the crawl are
-    seen) and one group-less consumer (the end offsets) for the whole crawl;
-    the first sample is taken before the constructor returns.
+    One admin client (the topic list, read again every ``TOPIC_LIST_S``, so
+    a topic created during the crawl is seen) and one group-less consumer
+    (the end offsets) for the whole crawl; the first sample is taken before
+    the constructor returns.
 
     Raises:
         RuntimeError: (constructor) no first sample within 60 s (no broker answers).
@@ -480,6 +482,8 @@ class OffsetSampler:
         self._bootstrap = bootstrap
         self._prefix = prefix
         self._samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+        self._tps: list[TopicPartition] = []
+        self._listed_at = -math.inf  # monotonic time of the last topic list
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._first = threading.Event()
@@ -513,13 +517,16 @@ class OffsetSampler:
             await admin.close()
 
     async def _sample(self, admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> None:
-        tps = [
-            TopicPartition(t["topic"], p["partition"])
-            for t in await admin.describe_topics(None)  # every topic: naming one could auto-create it
-            if t["topic"].startswith(self._prefix) and t["error_code"] == 0
-            for p in t["partitions"]
-        ]
-        ends = await consumer.end_offsets(tps) if tps else {}
+        now = time.monotonic()
+        if now - self._listed_at > TOPIC_LIST_S:  # the topic list is read again now and then, not every sample
+            self._tps = [
+                TopicPartition(t["topic"], p["partition"])
+                for t in await admin.describe_topics(None)  # every topic: naming one could auto-create it
+                if t["topic"].startswith(self._prefix) and t["error_code"] == 0
+                for p in t["partitions"]
+            ]
+            self._listed_at = now
+        ends = await consumer.end_offsets(self._tps) if self._tps else {}
         self._samples.append((time.time(), {(tp.topic, tp.partition): int(end) for tp, end in ends.items()}))
 
     def stop(self) -> list[tuple[float, dict[tuple[str, int], int]]]:
@@ -1018,17 +1025,13 @@ def from_report_data(data: Mapping[str, Any]) -> tuple[Meta, list[Row]]:
     meta = dict(data["meta"])
     meta["load"] = tuple(meta["load"])
     meta["notes"] = tuple(meta.get("notes") or ())
-    names = {f for f in Row.__dataclass_fields__}
-    rows = [
-        Row(
-            **{
-                k: (float("nan") if v is None and k in ("min_gap_s", "p1_gap_s") else v)
-                for k, v in r.items()
-                if k in names
-            }
-        )
-        for r in data["rows"]
-    ]
+    names = set(Row.__dataclass_fields__)
+    nan_if_none = ("min_gap_s", "p1_gap_s")  # NaN became null in JSON
+    rows = []
+    for r in data["rows"]:
+        kw: dict[str, Any] = {k: v for k, v in r.items() if k in names}
+        kw.update({k: float("nan") for k in nan_if_none if kw.get(k) is None})
+        rows.append(Row(**kw))
     return Meta(**meta), rows
 
 
@@ -1150,8 +1153,7 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.report:
-        meta, rows = from_report_data(json.loads(Path(args.report).read_text()))
-        print("\n".join(report_lines(meta, rows, args.markdown)))
+        print("\n".join(report_lines(*from_report_data(json.loads(Path(args.report).read_text())), args.markdown)))
         return 0
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from squall.tools import kafka_local
