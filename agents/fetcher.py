@@ -452,28 +452,45 @@ async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: F
     """Send the URL's other statuses, wait until the broker has them, then its own result with its signal.
 
     The handed-out URL's own result carries the signal that frees the
-    hand-out (one message: the status updater applies both in one event,
-    with one write of the host record). The order matters across a crash:
-    a signal applied frees the hand-out in the hosts table, and a
-    re-delivered copy of it is then skipped as stale (:func:`_stale`); were
-    it on the broker before the outlinks and redirect targets of the page
-    (a SIGKILL between their produce batches), those would be lost. A
-    delivery error raises: the fetch message stays unacknowledged and is
-    re-delivered.
+    hand-out and the page's outlinks of its own partition (one message: the
+    status updater applies them in one event, with one write of each host
+    record). The order matters across a crash: a signal applied frees the
+    hand-out in the hosts table, and a re-delivered copy of it is then
+    skipped as stale (:func:`_stale`); were it on the broker before the
+    outlinks of other partitions and a redirect's target (a SIGKILL between
+    their produce batches), those would be lost. A delivery error raises:
+    the fetch message stays unacknowledged and is re-delivered.
     """
     observe_result(statuses[0])
-    signal = fd.signal(msg, event_ended, pace)
     own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
+    batch = None if own is None or BY_IP else _same_partition_batch(statuses, own, msg.key)
     pending = []
     for i, status in enumerate(statuses):
-        if i != own:
+        if i != own and i != batch:
             key = msg.key if status.url == msg.url else partition_key(status.url, MODE)  # its own: the queue's key
             pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
     await asyncio.gather(*pending)
+    signal = fd.signal(msg, event_ended, pace)
     if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
-    else:  # its own result: keyed by the queue's key
-        await status_topic.send(key=msg.key.encode(), value=replace(statuses[own], signal=signal).to_bytes())
+        return
+    result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
+    await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
+
+
+def _same_partition_batch(statuses: list[StatusMessage], own: int, key: str) -> int | None:
+    """Index of the first outlink batch (plain DISCOVERED) of queue ``key``'s partition, or None."""
+    partition = partition_for_key(key, PARTITIONS)
+    for i, status in enumerate(statuses):
+        if (
+            i != own
+            and status.fetched_at_s is None
+            and status.status is Status.DISCOVERED
+            and not status.seed
+            and partition_for_key(partition_key(status.url, MODE), PARTITIONS) == partition
+        ):
+            return i
+    return None
 
 
 async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:
