@@ -69,6 +69,9 @@ class Report:
     eta_s: float | None = None
     audit_violations: int = 0
     at_s: float = 0.0
+    workers: int | None = None  # members of the worker group (None: unknown)
+    group_state: str = ""  # the group's state at the broker (Stable, PreparingRebalance, Empty, ...)
+    unassigned: dict[str, list[int]] = field(default_factory=dict)  # agent topic → partitions no worker has
 
     @property
     def idle(self) -> bool:
@@ -112,6 +115,9 @@ class Report:
             "pages_per_s_recent": round(self.pages_per_s_recent, 3),
             "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
             "audit_violations": self.audit_violations,
+            "workers": self.workers,
+            "group_state": self.group_state,
+            "unassigned": self.unassigned,
             "at_s": self.at_s,
         }
 
@@ -121,6 +127,10 @@ class Report:
             f"unconsumed: {sum(self.lag.values())}   dead letters: {self.deadletters}"
         ]
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
+        if self.workers is not None:
+            lines.append(f"workers: {self.workers} ({self.group_state or 'no group'})")
+        if self.unassigned:
+            lines.append(unassigned_line(self.unassigned))
         if self.waiting:
             lines.append(
                 f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
@@ -150,6 +160,33 @@ class Report:
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
         return "\n".join(lines)
+
+
+def unassigned_line(unassigned: Mapping[str, list[int]]) -> str:
+    """The warning line of topics the agents consume that no worker of the group was assigned."""
+    shown = ", ".join(f"{t} {sorted(p)}" for t, p in sorted(unassigned.items()))
+    return (
+        f"NOT ASSIGNED to any worker: {shown} (the group formed before the topic was in the broker's metadata; "
+        "the workers rejoin by themselves, else restart one)"
+    )
+
+
+def unassigned_partitions(
+    needed: Mapping[str, int], state: str, members: Mapping[str, Mapping[str, list[int]]]
+) -> dict[str, list[int]]:
+    """Partitions of ``needed`` (topic → partition count) that no member of a Stable group was assigned.
+
+    ``members``: member id → topic → partitions. Only a Stable group with
+    members is judged (during a rebalance nothing is assigned yet).
+    """
+    if state != "Stable" or not members:
+        return {}
+    held: dict[str, set[int]] = defaultdict(set)
+    for assignment in members.values():
+        for topic, partitions in assignment.items():
+            held[topic].update(partitions)
+    out = {t: sorted(set(range(n)) - held[t]) for t, n in needed.items()}
+    return {t: p for t, p in out.items() if p}
 
 
 def clock(at_s: float | None) -> str:
@@ -361,6 +398,37 @@ async def _lag(settings: Settings) -> dict[str, int]:
     return lag
 
 
+async def group_members(settings: Settings) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
+    """The worker group's state and each member's assignment (member id → topic → partitions).
+
+    Read from the group coordinator (DescribeGroups); None when the broker
+    cannot tell (no coordinator yet, an outage).
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.coordinator.protocol import ConsumerProtocol
+    from aiokafka.errors import KafkaError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    try:
+        await admin.start()
+        responses = await admin.describe_consumer_groups([settings.topology_id])
+    except KafkaError:
+        return None
+    finally:
+        await admin.close()
+    for response in responses:
+        for group in response.to_object()["groups"]:
+            if group.get("group", group.get("group_id")) != settings.topology_id or group["error_code"]:
+                continue
+            members: dict[str, dict[str, list[int]]] = {}
+            for member in group["members"]:
+                raw = member["member_assignment"]
+                assignment = ConsumerProtocol.ASSIGNMENT.decode(raw).assignment if raw else []
+                members[member["member_id"]] = {topic: list(partitions) for topic, partitions in assignment}
+            return str(group.get("state", group.get("group_state", ""))), members
+    return None
+
+
 async def collect_records(settings: Settings) -> dict[str, Any]:
     """The latest table records (``urls``, ``hosts``, ``audit``, ``robots``: key → dict), ``lag`` and
     ``deadletters`` of ``settings``' topology, read from the broker."""
@@ -375,12 +443,17 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
     )
     out["lag"] = await _lag(settings)
+    out["group"] = await group_members(settings)
     return out
 
 
-def report_of(records: Mapping[str, Any], now_s: float) -> Report:
-    """The :class:`Report` of :func:`collect_records`' result at ``now_s``."""
-    return build_report(
+def report_of(records: Mapping[str, Any], now_s: float, needed: Mapping[str, int] | None = None) -> Report:
+    """The :class:`Report` of :func:`collect_records`' result at ``now_s``.
+
+    ``needed``: the topics the agents consume (topic → partitions), judged
+    against the group's assignment (``records["group"]``, when known).
+    """
+    report = build_report(
         records["urls"],
         records["hosts"],
         now_s,
@@ -389,11 +462,19 @@ def report_of(records: Mapping[str, Any], now_s: float) -> Report:
         audits=records["audit"],
         robots=records["robots"],
     )
+    group = records.get("group")
+    if group is not None:
+        state, members = group
+        report.workers, report.group_state = len(members), state
+        report.unassigned = unassigned_partitions(needed or {}, state, members)
+    return report
 
 
 async def collect(settings: Settings) -> Report:
-    """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
-    return report_of(await collect_records(settings), time.time())
+    """Read the changelogs, group offsets and assignment of ``settings``' topology into a :class:`Report`."""
+    from squall.policy.topics import agent_topics
+
+    return report_of(await collect_records(settings), time.time(), agent_topics(settings))
 
 
 async def wait_idle(settings: Settings, timeout_s: float, poll_s: float = 1.0, max_wait_s: float = 3600.0) -> Report:
