@@ -225,3 +225,24 @@ async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) 
 
         monkeypatch.setattr(squall.tools.kafka_admin, "read_partitioned", read)
         assert await latest_records("broker", "urls-changelog") == {"u": {"key": "10.0.0.2"}}
+
+
+def test_partitions_of_agent_topics_that_no_member_of_a_stable_group_holds_are_unassigned():
+    from squall.cli.status import unassigned_partitions
+
+    needed = {"x-status": 2, "x-ticks": 2}
+    members = {"m1": {"x-status": [0], "x-ticks": []}, "m2": {"x-status": [1], "x-ticks": [1]}}
+    assert unassigned_partitions(needed, "Stable", members) == {"x-ticks": [0]}
+    assert unassigned_partitions(needed, "Stable", {"m1": {"x-status": [0, 1], "x-ticks": [0, 1]}}) == {}
+    assert unassigned_partitions(needed, "CompletingRebalance", {"m1": {}}) == {}  # nothing assigned yet
+    assert unassigned_partitions(needed, "Empty", {}) == {}  # no worker running
+
+
+def test_the_text_report_names_the_workers_and_warns_about_an_unassigned_topic():
+    report = build_report({}, {}, NOW)
+    assert "workers:" not in report.to_text()  # group unknown
+    report.workers, report.group_state, report.unassigned = 2, "Stable", {"x-ticks": [0, 1, 2, 3]}
+    text = report.to_text()
+    assert "workers: 2 (Stable)" in text
+    assert "NOT ASSIGNED to any worker: x-ticks [0, 1, 2, 3]" in text
+    assert report.to_json()["unassigned"] == {"x-ticks": [0, 1, 2, 3]}
