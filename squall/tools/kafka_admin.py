@@ -174,6 +174,18 @@ def _consumer(bootstrap: str) -> contextlib.AbstractAsyncContextManager[AIOKafka
     return _running(consumer, bootstrap, consumer.stop)
 
 
+async def topic_partition_counts(bootstrap: str) -> dict[str, int]:
+    """Every topic at ``bootstrap`` (Kafka's internal ones too) → its partition count, never auto-creating one.
+
+    Raises:
+        KafkaSetupError: no broker answers.
+    """
+    async with _admin(bootstrap) as admin:
+        return {
+            t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None) if t["error_code"] == 0
+        }
+
+
 async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None:
     """The partitions of ``topic`` (None if it does not exist), never auto-creating it."""
     async with _admin(bootstrap) as admin:
