@@ -138,6 +138,7 @@ __all__ = [
 # The agents register themselves on import (after everything above exists).
 import agents.fetcher  # noqa: E402
 import agents.observe  # noqa: E402
+import agents.progress  # noqa: E402
 import agents.regulator  # noqa: E402
 import agents.spout  # noqa: E402
 import agents.status_updater  # noqa: E402,F401

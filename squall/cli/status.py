@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from squall.policy.records import Status
+from squall.policy.frontier import HostRecord
+from squall.policy.records import SignalMessage, Status
 
 if TYPE_CHECKING:
+    from squall.policy.pace import PaceConfig
     from squall.settings import Settings
 
 
@@ -397,35 +399,84 @@ async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]
     return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
 
 
-async def _lag(settings: Settings) -> dict[str, int]:
+async def _committed(settings: Settings) -> dict[tuple[str, int], int] | None:
+    """The worker group's committed offsets ((topic, partition) → offset); None when the broker cannot tell."""
     from aiokafka.admin import AIOKafkaAdminClient
-
-    from squall.policy.topics import topic_name
-    from squall.tools.kafka_admin import end_offsets
-
-    bootstrap = settings.kafka_bootstrap_servers
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
     try:
         await admin.start()
         committed = await admin.list_consumer_group_offsets(settings.topology_id)
-    except KafkaError:  # e.g. the group coordinator is not ready yet: unknown counts as busy
-        return {"unknown": 1}
+    except KafkaError:  # e.g. the group coordinator is not ready yet
+        return None
     finally:
         await admin.close()
+    return {(tp.topic, tp.partition): m.offset for tp, m in committed.items() if m.offset >= 0}
+
+
+async def _lag(settings: Settings, committed: Mapping[tuple[str, int], int] | None) -> dict[str, int]:
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import end_offsets
+
+    if committed is None:  # unknown counts as busy
+        return {"unknown": 1}
     lag: dict[str, int] = {}
     for suffix in ("status", "fetch", "signals"):
         topic = topic_name(settings, suffix)
-        ends = await end_offsets(bootstrap, topic, missing_ok=True)
-        total = 0
-        for partition, end in ends.items():
-            done = next(
-                (m.offset for tp, m in committed.items() if tp.topic == topic and tp.partition == partition), -1
-            )
-            total += end - max(done, 0)
-        lag[suffix] = total
+        ends = await end_offsets(settings.kafka_bootstrap_servers, topic, missing_ok=True)
+        lag[suffix] = sum(end - committed.get((topic, partition), 0) for partition, end in ends.items())
     return lag
+
+
+async def unapplied_signals(settings: Settings, committed: Mapping[tuple[str, int], int]) -> list[SignalMessage]:
+    """The signals the worker group has not consumed yet (after its committed offsets), oldest first per partition.
+
+    A worker that stops cleanly hands the URLs waiting at its fetcher back
+    with one signal each, and leaves the group before a regulator applies
+    them: until a worker owns those partitions again, the hosts changelog
+    still lists the hand-outs in flight (:func:`apply_unapplied`).
+    """
+    from squall.errors import MessageError
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import read_partitioned
+
+    topic = topic_name(settings, "signals")
+    starts = {partition: offset for (t, partition), offset in committed.items() if t == topic}
+    out: list[SignalMessage] = []
+    async for _partition, _key, value in read_partitioned(
+        settings.kafka_bootstrap_servers, topic, missing_ok=True, starts=starts
+    ):
+        if value is None:
+            continue
+        try:
+            out.append(SignalMessage.from_bytes(value))
+        except MessageError:  # the regulator dead-letters it; nothing to apply
+            continue
+    return out
+
+
+def apply_unapplied(
+    hosts: Mapping[str, Mapping[str, Any]], signals: list[SignalMessage], config: PaceConfig, remembered: int
+) -> dict[str, dict[str, Any]]:
+    """``hosts`` (key → HostRecord dict) as the regulator will make them once it applies ``signals``.
+
+    The same :func:`squall.policy.host_pacing.apply_signal` the regulator
+    calls: a hand-out answered on the signals topic is no longer in flight,
+    even when no worker has applied the answer yet. A record that does not
+    decode is left as it is.
+    """
+    from squall.policy.host_pacing import apply_signal
+
+    out = {k: dict(v) for k, v in hosts.items()}
+    for signal in signals:
+        raw = out.get(signal.key)
+        try:
+            host = HostRecord(key=signal.key) if raw is None else HostRecord.from_dict(raw)
+            out[signal.key] = apply_signal(host, signal, config, remembered).to_dict()
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out
 
 
 async def group_members(settings: Settings) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
@@ -472,7 +523,17 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
     out["deadletters"] = sum(
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
     )
-    out["lag"] = await _lag(settings)
+    committed = await _committed(settings)
+    out["lag"] = await _lag(settings, committed)
+    if committed is not None and out["lag"].get("signals"):
+        from squall.policy.pace import PaceConfig
+
+        out["hosts"] = apply_unapplied(
+            out["hosts"],
+            await unapplied_signals(settings, committed),
+            PaceConfig.from_settings(settings),
+            settings.frontier_signals_remembered,
+        )
     out["group"] = await group_members(settings)
     return out
 

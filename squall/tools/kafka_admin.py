@@ -231,10 +231,13 @@ async def read_partitioned(
     topic: str,
     missing_ok: bool = False,
     idle_timeout_s: float = 30.0,
+    starts: Mapping[int, int] | None = None,
 ) -> AsyncIterator[tuple[int, bytes | None, bytes | None]]:
     """Yield ``(partition, key, value)`` of every record of ``topic``, oldest first per partition.
 
-    Reads every partition from its beginning up to the end offsets captured
+    Reads every partition from its beginning (or from ``starts``: partition →
+    offset, e.g. a group's committed offsets; a partition not in it, or whose
+    offset is gone, from its beginning) up to the end offsets captured
     when the read starts, then stops (records produced later are not read).
     Records of different partitions interleave. No consumer group is used and
     nothing is committed. Compacted topics are fine: offset gaps are skipped;
@@ -252,12 +255,14 @@ async def read_partitioned(
         raise KafkaSetupError(f"topic {topic!r} does not exist at {bootstrap}")
     async with _consumer(bootstrap) as consumer:
         ends = await consumer.end_offsets(tps)
-        starts = await consumer.beginning_offsets(tps)
-        pending = {tp for tp in tps if ends[tp] > starts[tp]}
+        beginnings = await consumer.beginning_offsets(tps)
+        first = {tp: max(beginnings[tp], (starts or {}).get(tp.partition, 0)) for tp in tps}
+        pending = {tp for tp in tps if ends[tp] > first[tp]}
         if not pending:
             return
         consumer.assign(list(pending))
-        await consumer.seek_to_beginning(*pending)
+        for tp in pending:
+            consumer.seek(tp, first[tp])
         loop = asyncio.get_running_loop()
         last_progress = loop.time()
         while pending:
