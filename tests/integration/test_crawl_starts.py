@@ -63,3 +63,32 @@ def test_workers_started_together_before_the_seed_fetch_within_seconds(site, cra
         assert took <= FIRST_REQUEST_S, f"repetition {rep}: first request {took:.1f} s after the seed"
         for name, text in logs.items():
             assert not MISSING_TOPIC.search(text), (rep, name, MISSING_TOPIC.search(text))
+
+
+PROGRESS = re.compile(r"squall: progress: (\d+) pages fetched \(([\d.]+)/s over the last minute\), (\d+) due, "
+                      r"(\d+) in flight, (\d+) politeness violations")
+
+
+def _progress(text: str) -> list[tuple[int, ...]]:
+    return [tuple(int(float(g)) for g in m.groups()) for m in PROGRESS.finditer(text)]
+
+
+def test_a_worker_joining_a_running_crawl_seeded_before_any_worker_fetches_too(site, crawl):
+    served = site(generated_site(HOSTS, 20))
+    c = crawl(**{"fetcher.server.delay": 1.5, "metrics.log.interval.secs": 1.0})
+    c.seed(served.seeds)  # seed first, then the workers
+    c.start_worker("w1")
+    deadline = time.monotonic() + 60
+    while len(served.requests()) < 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(served.requests()) >= 10
+    c.start_worker("w2")  # joins the running crawl: a rebalance gives it some partitions
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not any(p[0] > 0 for p in _progress(c.log_text("w2"))):
+        time.sleep(0.5)
+    lines = _progress(c.log_text("w2"))
+    assert any(p[0] > 0 for p in lines), c.log_text("w2")[-3000:]
+    assert all(p[4] == 0 for p in lines + _progress(c.log_text("w1")))  # no politeness violation either
+    assert _progress(c.log_text("w1"))[-1][0] > 0
+    for name in ("w1", "w2"):
+        assert not MISSING_TOPIC.search(c.log_text(name)), name
