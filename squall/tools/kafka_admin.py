@@ -181,9 +181,7 @@ async def topic_partition_counts(bootstrap: str) -> dict[str, int]:
         KafkaSetupError: no broker answers.
     """
     async with _admin(bootstrap) as admin:
-        return {
-            t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None) if t["error_code"] == 0
-        }
+        return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None) if t["error_code"] == 0}
 
 
 async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None:

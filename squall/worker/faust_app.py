@@ -96,7 +96,11 @@ def check_web_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            why = "is in use (another worker on this machine?)" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+            why = (
+                "is in use (another worker on this machine?)"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot be bound ({exc.strerror})"
+            )
             raise SystemExit(
                 f"squall: topology.web.port: port {port} on {host} {why}; give each worker its own "
                 "topology.web.port (or --web-port N), or start it with --without-web"

@@ -268,7 +268,8 @@ class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
     async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
         consumer = self._consumer
         app = self.consumer.app
-        copartitioned = [*app.squall_topics, *(t.changelog_topic.get_topic_name() for t in app.tables.values())]
+        plain = getattr(app, "squall_topics", {})  # SquallApp's
+        copartitioned = [*plain, *(t.changelog_topic.get_topic_name() for t in app.tables.values())]
         missing = missing_from_assignment(copartitioned, consumer.subscription(), assigned) if consumer else set()
         if missing and (self._rejoining is None or self._rejoining.done()):
             # not awaited: the rebalance callback must return for the rejoin to happen

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from faust.types import TopicT
+from mode.utils.times import want_seconds
 
 from squall.errors import ConfigError, KafkaSetupError
 
@@ -56,7 +57,7 @@ def faust_topic_config(topic: TopicT) -> dict[str, str]:
     if flags:
         config["cleanup.policy"] = ",".join(flags)
     if topic.retention:
-        config["retention.ms"] = str(int(float(topic.retention) * 1000))
+        config["retention.ms"] = str(int(want_seconds(topic.retention) * 1000))
     config.update({k: str(v) for k, v in (topic.config or {}).items()})
     return config
 
