@@ -27,6 +27,7 @@ as if the broker's metadata lagged (:func:`late_topics`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -90,18 +91,23 @@ def prepare_topics(bootstrap: str, plan: TopicPlan, replication: int, topology_i
             (the broker's own error named); 130 on Ctrl-C.
     """
     loop = asyncio.new_event_loop()
+    # logging is not set up yet (Faust does it later): aiokafka's connection errors would reach
+    # Python's last-resort handler and print before the one line below
+    quiet, client_log = logging.NullHandler(), logging.getLogger("aiokafka")
+    client_log.addHandler(quiet)
     try:
         loop.run_until_complete(_ensure(bootstrap, plan, replication))
     except ConfigError as exc:
         raise SystemExit(f"squall: configuration error: {exc}") from None
     except KafkaSetupError as exc:
         raise SystemExit(
-            f"squall: cannot prepare the topics of topology.id {topology_id!r} "
-            f"(kafka.bootstrap.servers={bootstrap}): {exc}"
+            f"squall: cannot prepare the topics of topology.id {topology_id!r}: {exc} "
+            f"(kafka.bootstrap.servers={bootstrap})"
         ) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     finally:
+        client_log.removeHandler(quiet)
         loop.close()
 
 

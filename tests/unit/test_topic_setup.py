@@ -136,3 +136,17 @@ def test_a_new_generation_ends_the_wait_without_another_rejoin():
     )
     asyncio.run(kafka_consumer.ConsumerThread._rejoin_for(thread, {"x-ticks"}, 3))  # type: ignore[arg-type]
     assert coordinator.rejoins == 0
+
+
+def test_a_partition_count_mismatch_stops_the_worker_with_the_key_named(monkeypatch):
+    from squall.errors import ConfigError
+
+    async def mismatch(*args):
+        raise ConfigError("topology.partitions", "topic 'x-status' exists with 4 partitions but 2 are configured")
+
+    monkeypatch.setattr(topic_setup, "_ensure", mismatch)
+    with pytest.raises(SystemExit) as exc:
+        prepare_topics("127.0.0.1:9", plan_of({"x-status": 2}, []), 1, "x")
+    assert exc.value.code == (
+        "squall: configuration error: topology.partitions: topic 'x-status' exists with 4 partitions but 2 are configured"
+    )
