@@ -112,9 +112,8 @@ def watch(
     """Refresh the view every ``interval_s`` seconds until Ctrl-C (or, with ``until_idle``, until settled).
 
     On a terminal the view is redrawn in place (rich); otherwise (piped,
-    redirected to a file) each refresh prints a plain snapshot: a
-    ``--- HH:MM:SS`` line, then the summary of ``squall status`` without the
-    per-host table.
+    redirected to a file) each refresh prints a plain snapshot
+    (:func:`snapshot_text`).
 
     Returns the exit code: 0, or 1 when ``until_idle`` and the crawl did not settle within ``timeout_s``.
     """
@@ -127,10 +126,20 @@ def watch(
         )
 
 
+def snapshot_text(report: Report) -> str:
+    """One plain snapshot (no terminal): a ``--- HH:MM:SS`` line, the summary of ``squall status``, whether
+    the crawl is idle, and the busiest hosts (at most :data:`TOP_ROWS`) as ``host fetched/urls``."""
+    lines = [f"--- {clock(report.at_s)}", report.to_text(hosts=False)]
+    if report.idle and report.by_status:
+        lines.append("idle: nothing due, in flight, unconsumed or waiting")
+    if report.hosts:
+        busiest = ", ".join(f"{h['host']} {h['fetched']}/{h['urls']}" for h in report.hosts[:TOP_ROWS])
+        lines.append(f"busiest hosts (fetched/URLs): {busiest}")
+    return "\n".join(lines)
+
+
 def _print_snapshot(console: Console, report: Report) -> None:
-    out = console.file
-    print(f"--- {clock(report.at_s)}", file=out)
-    print(report.to_text(hosts=False), file=out, flush=True)
+    print(snapshot_text(report), file=console.file, flush=True)
 
 
 def _refresh(
