@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a Reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
+    │   └── UnknownTopic       a topic named on the command line does not exist at the broker
     ├── BrowserMissing         no Chromium executable to render pages with
     ├── DataDirError           the worker's table directory cannot be created or is in use
     └── FetchError             a fetch that failed (carries a Reason)
@@ -54,6 +55,10 @@ class MessageError(SquallError):
 
 class KafkaSetupError(SquallError):
     """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class UnknownTopic(KafkaSetupError):
+    """A topic named on the command line (``squall tail TOPIC``) does not exist; the message names those that do."""
 
 
 class BrowserMissing(SquallError):

@@ -15,7 +15,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from squall.policy.topics import TABLES, TOPIC_SUFFIXES, changelog_name, topic_name
@@ -31,6 +31,29 @@ def resolve_topic(settings: Settings, name: str) -> str:
     if name in TABLES:
         return changelog_name(settings, name)
     return name
+
+
+def unknown_topic_message(topic: str, existing: Iterable[str], topology_id: str) -> str:
+    """The one line ``squall tail`` ends with when ``topic`` does not exist: it names the topics that do.
+
+    The topology's own topics (``<topology_id>-...``) are shown as the short
+    names ``squall tail`` takes; without any, every non-internal topic.
+    """
+    prefix = f"{topology_id}-"
+    ours = sorted(t[len(prefix) :] for t in existing if t.startswith(prefix) and "__" not in t)
+    if ours:
+        shown = ", ".join(_short(t) for t in ours)
+        return f"topic {topic} not found; topology.id {topology_id!r} has: {shown}"
+    others = sorted(t for t in existing if not t.startswith("__"))
+    return f"topic {topic} not found; no topic of topology.id {topology_id!r} exists" + (
+        f" (the broker has: {', '.join(others)})" if others else " (the broker has none)"
+    )
+
+
+def _short(suffix: str) -> str:
+    """``urls-changelog`` → ``urls`` (what ``squall tail`` takes for a table), else the suffix itself."""
+    table = suffix.removesuffix("-changelog")
+    return table if table in TABLES and suffix != table else suffix
 
 
 def decode(key: bytes | None, value: bytes | None) -> dict[str, Any]:
@@ -65,14 +88,24 @@ async def follow(
     max_messages: int = 0,
     timeout_s: float = 0.0,
     as_json: bool = False,
+    topology_id: str = "",
 ) -> int:
     """Print the records of ``topic`` as they arrive; returns how many were printed.
 
     Stops after ``max_messages`` (0 = never) or ``timeout_s`` seconds without a record (0 = never).
+
+    Raises:
+        UnknownTopic: ``topic`` does not exist (the message names those of ``topology_id`` that do).
+        KafkaSetupError: no broker answers.
     """
     from aiokafka import AIOKafkaConsumer
 
-    from squall.errors import KafkaSetupError
+    from squall.errors import KafkaSetupError, UnknownTopic
+    from squall.tools.kafka_admin import topic_partition_counts
+
+    existing = await topic_partition_counts(bootstrap)
+    if topic not in existing:  # the consumer would wait for it forever, logging an error ~9 times a second
+        raise UnknownTopic(unknown_topic_message(topic, existing, topology_id))
 
     consumer = AIOKafkaConsumer(
         topic,
@@ -129,6 +162,7 @@ def _tail_command(args: argparse.Namespace) -> int:
             max_messages=args.max,
             timeout_s=args.timeout,
             as_json=args.json,
+            topology_id=settings.topology_id,
         )
     )
     return 0
