@@ -63,7 +63,7 @@ from pathlib import Path
 from agents import parser
 from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host
-from agents.observe import audit_request, metrics, observe_fetch, observe_result
+from agents.observe import audit_request, audits, metrics, observe_fetch, observe_result
 from agents.render import close_pool, render_step
 from agents.robots import RobotsService
 from agents.runtime import INFLIGHT_TIMEOUT_S, PARTITIONS, owned_partitions, state
@@ -413,7 +413,9 @@ async def _drop_revoked(sender, revoked, **kwargs) -> None:
 
 @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _forget_unowned(sender, **kwargs) -> None:
-    runtime.forget_unowned(owned_partitions())
+    owned = owned_partitions()
+    runtime.forget_unowned(owned)
+    audits.forget_unowned(owned)
 
 
 @app.agent(fetch_topic)

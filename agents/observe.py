@@ -3,7 +3,8 @@
 * :func:`audit_request` is called right before every HTTP request the
   fetcher sends (pages in :mod:`agents.fetcher`, robots.txt and each redirect
   hop in :mod:`agents.robots`). It updates the host's
-  :class:`squall.policy.audit.HostAudit` in the ``audit`` table. Like the robots
+  :class:`squall.policy.audit.HostAudit`, written to the ``audit`` table per
+  batch (:class:`AuditBuffer`, ``audit.flush.secs``). Like the robots
   table write, it must run inside the fetch event of the host's partition
   (the fetch tasks carry that event), so the changelog record lands on the
   partition that owns the host and survives restarts and rebalances.
@@ -21,20 +22,26 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from agents.runtime import state
 from squall.net.http import FetchResult
 from squall.policy.audit import HostAudit, record_request
+from squall.policy.frontier import HostRecord
+from squall.policy.partition import partition_for_key
 from squall.policy.records import Status, StatusMessage
 from squall.worker.metrics import Metrics, RateWindow, robots_outcome, top_keys
 from topology import app, audit_table, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.observe")
 TOLERANCE_S: float = settings.audit_tolerance_secs
+FLUSH_S: float = settings.audit_flush_secs
+PARTITIONS: int = settings.topology_partitions
 TOP_HOSTS: int = settings.metrics_hosts_top
 SCAN_CACHE_S: float = settings.metrics_scan_cache_secs  # table scans for the gauges are reused this long (s)
 LAG_TOPICS = tuple(f"{settings.topology_id}-{s}" for s in ("status", "fetch", "signals", "ticks"))
@@ -45,27 +52,86 @@ metrics = Metrics()
 pages = RateWindow(60.0)
 
 
+@dataclass
+class _Audited:
+    """One queue's audit as this worker holds it: the record, whether the table lags it, when it was written."""
+
+    owned_since_s: float | None
+    audit: HostAudit
+    dirty: bool
+    written_at_s: float
+
+
+class AuditBuffer:
+    """The politeness audit of the queues this worker fetches, written to the ``audit`` table per batch.
+
+    Each queue's :class:`squall.policy.audit.HostAudit` is kept here and
+    written at most every ``audit.flush.secs`` while the queue is fetched,
+    at once when a request breaks the delay in force, and when the queue
+    goes idle (:meth:`flush_if_idle`, called by the status updater with the
+    host's record). Every write runs inside an event of the queue's
+    partition, as Faust requires. A queue taken over by this worker starts
+    from the table's record. What a crash loses: at most ``audit.flush.secs``
+    of a busy queue's audit (its requests, never the crawl's statuses); the
+    recording server, not the audit, is the proof of politeness.
+    """
+
+    def __init__(self, flush_s: float) -> None:
+        self.flush_s = flush_s
+        self._queues: dict[str, _Audited] = {}
+
+    def record(self, key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
+        """Record a request of queue ``key`` starting at ``start_s`` (see :func:`audit_request`)."""
+        since_s = state.assigned_at.get(partition_for_key(key, PARTITIONS))
+        held = self._queues.get(key)
+        if held is None or held.owned_since_s != since_s:  # new here, or owned again after a rebalance
+            raw = audit_table.get(key.encode())
+            try:
+                before = HostAudit.from_dict(raw) if raw else None
+            except (TypeError, ValueError):  # a record of another shape: start this host's audit again
+                before = None
+        else:
+            before = held.audit
+        after = record_request(before, key, start_s, required_delay_s, blocked_until_s, TOLERANCE_S)
+        violated = after.violations > (before.violations if before else 0)
+        held = self._queues[key] = _Audited(since_s, after, True, held.written_at_s if held else 0.0)
+        metrics.audit_requests.inc()
+        if violated:
+            metrics.audit_violations.inc()
+            log.error("squall: politeness audit: request to %s too early: %s", key, after.recent[-1])
+        if violated or start_s - held.written_at_s >= self.flush_s:
+            self._write(key, held, start_s)
+
+    def flush_if_idle(self, key: str, host: HostRecord, now_s: float) -> None:
+        """Write queue ``key``'s audit if the table lags it and the host has nothing in flight (its last result)."""
+        held = self._queues.get(key)
+        if held is not None and held.dirty and not host.in_flight:
+            self._write(key, held, now_s)
+
+    def forget_unowned(self, owned: set[int]) -> None:
+        """Drop the audits of queues whose partition this worker no longer owns (bounded memory)."""
+        for key in [k for k in self._queues if partition_for_key(k, PARTITIONS) not in owned]:
+            del self._queues[key]
+
+    def _write(self, key: str, held: _Audited, now_s: float) -> None:
+        audit_table[key.encode()] = held.audit.to_dict()
+        held.dirty, held.written_at_s = False, now_s
+
+
+audits = AuditBuffer(FLUSH_S)
+
+
 def audit_request(key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
     """Record a request to queue ``key`` starting at ``start_s`` (Unix s) in the politeness audit.
 
     ``required_delay_s``: the delay in force (s, end of the previous fetch to
     the start of this one); ``blocked_until_s``: end of the Retry-After /
     back-off block the fetcher knows (Unix s, 0.0 = none). Must run inside
-    the event of ``key``'s partition. Never raises: the audit must not stop a
-    fetch (a failure is logged).
+    the event of ``key``'s partition (:class:`AuditBuffer`). Never raises:
+    the audit must not stop a fetch (a failure is logged).
     """
     try:
-        raw = audit_table.get(key.encode())
-        try:
-            before = HostAudit.from_dict(raw) if raw else None
-        except (TypeError, ValueError):  # a record of another shape: start this host's audit again
-            before = None
-        after = record_request(before, key, start_s, required_delay_s, blocked_until_s, TOLERANCE_S)
-        audit_table[key.encode()] = after.to_dict()
-        metrics.audit_requests.inc()
-        if after.violations > (before.violations if before else 0):
-            metrics.audit_violations.inc()
-            log.error("squall: politeness audit: request to %s too early: %s", key, after.recent[-1])
+        audits.record(key, start_s, required_delay_s, blocked_until_s)
     except Exception:
         log.exception("squall: politeness audit of %s failed", key)
 

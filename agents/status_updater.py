@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
+from agents.observe import audits
 from agents.queues import hand_out_next, regulate
 from agents.runtime import PARTITIONS, state
 from squall.errors import InvalidURL, MessageError
@@ -227,6 +228,7 @@ def _hand_out_and_flush(done: Handled, now_s: float) -> None:
         host, handouts = hand_out_next(key, writes.host(key), now_s)
         writes.set_host(host)
         done.handouts.extend(handouts)
+        audits.flush_if_idle(key, host, now_s)  # its last result: the audit table catches up
         if not handouts:
             empty.append(key)
     discovered_for = {r.key for r in writes.stores if r.next_fetch_at_s is not None}

@@ -316,6 +316,9 @@ class SettingsFields:
     sitemap_changefreq_revisit: bool = field(metadata={"key": "sitemap.changefreq.revisit"})
 
     # ---- output
+    #: Archive every fetch (request and response records) in WARC files. false =
+    #: no archive (the crawl, its statuses and documents go on; nothing is written).
+    warc_enabled: bool = field(metadata={"key": "warc.enabled"})
     #: Directory of WARC files (gzip), one file per worker and rotation.
     warc_dir: str = field(metadata={"key": "warc.dir"})
     #: Rotate a WARC file when it passes this many bytes.
@@ -326,6 +329,11 @@ class SettingsFields:
     #: by this much (s) before it counts as a violation (clock resolution only;
     #: never added to or taken from the delay itself).
     audit_tolerance_secs: float = field(metadata={"key": "audit.tolerance.secs"})
+    #: While a host is fetched, its audit record is written to the audit table at
+    #: most every this many seconds (a violation, and the host's last result, at
+    #: once): a killed worker loses at most this long of a host's audit, never a
+    #: status. 0 = a write per request.
+    audit_flush_secs: float = field(metadata={"key": "audit.flush.secs"})
     #: Prometheus /metrics: per-host series only for this many hosts, those with
     #: the most requests (bounded label cardinality; 0 = no per-host series).
     metrics_hosts_top: int = field(metadata={"key": "metrics.hosts.top"})

@@ -531,3 +531,36 @@ def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
     runtime.paces = {HOST: (1.0, PaceState()), other: (1.0, PaceState())}
     runtime.forget_unowned({P})
     assert list(runtime.paces) == [HOST]
+
+
+# ---------------------------------------------------------------- politeness audit, written per batch
+
+
+def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host_goes_idle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents import observe
+    from squall.policy.audit import HostAudit
+
+    table: dict[bytes, dict] = {}
+    writes: list[int] = []
+
+    class Recording(dict):
+        def __setitem__(self, k: bytes, v: dict) -> None:
+            writes.append(v["requests"])
+            super().__setitem__(k, v)
+
+    monkeypatch.setattr(observe, "audit_table", Recording(table))
+    buffer = observe.AuditBuffer(flush_s=5.0)
+    for i in range(4):  # one request a second, each 1 s after the last: a write, then none for 5 s
+        buffer.record(HOST, 100.0 + i, 1.0, 0.0)
+    assert writes == [1]
+    buffer.record(HOST, 103.5, 1.0, 0.0)  # 0.5 s after the last under a 1 s delay: written at once
+    assert writes == [1, 5]
+    buffer.record(HOST, 105.0, 1.0, 0.0)
+    buffer.flush_if_idle(HOST, HostRecord(key=HOST).with_handout(["https://example.com/x"], 105.0), 105.5)
+    assert writes == [1, 5]  # still fetching: the table may lag
+    buffer.flush_if_idle(HOST, HostRecord(key=HOST), 106.0)  # its last result: caught up
+    assert writes == [1, 5, 6]
+    assert HostAudit.from_dict(observe.audit_table[HOST.encode()]).violations == 1
+    buffer.flush_if_idle(HOST, HostRecord(key=HOST), 107.0)
+    assert writes == [1, 5, 6]  # nothing new: no write
