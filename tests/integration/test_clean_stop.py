@@ -1,11 +1,11 @@
 """After a clean stop (SIGINT) ``squall status`` shows nothing in flight: the handed-back URLs are not lost.
 
 A worker that stops hands the URLs waiting at its fetcher back to the
-frontier, each with a signal, and leaves the group before any regulator
-applies those signals: the hosts changelog still lists the hand-outs in
-flight until a worker owns the partitions again. ``squall status`` applies
-the signals the group has not consumed to the host records it reports (the
-regulator's own :func:`squall.policy.host_pacing.apply_signal`).
+frontier, each as a result carrying its signal, and leaves the group before
+any status updater applies them: the hosts changelog still lists the
+hand-outs in flight until a worker owns the partitions again. ``squall
+status`` applies the signals the group has not consumed to the host records
+it reports (the regulator's own :func:`squall.policy.host_pacing.apply_signal`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_status_after_a_clean_stop_counts_the_handed_back_urls_as_not_in_flight(
     assert sum(len(h.get("in_flight") or {}) for h in hosts.values()) > 0  # the changelog alone: still in flight
     report = c.report()
     assert report.in_flight == 0, report.to_json()
-    assert report.lag["signals"] > 0  # the hand-back signals wait for the next owner
+    assert report.lag["status"] > 0  # the hand-backs (each result carrying its signal) wait for the next owner
     assert report.by_status["DISCOVERED"] > 0 and report.due_now > 0  # the handed-back URLs are due again
 
     c.start_worker("w1")  # and the next owner applies them: the crawl ends with every page fetched
