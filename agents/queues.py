@@ -28,7 +28,7 @@ from squall.policy.host_pacing import apply_signal
 from squall.policy.pace import PaceConfig
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
-from topology import settings, urls_table
+from topology import app, settings, urls_table
 
 log = logging.getLogger("squall.spout")
 PACE = PaceConfig.from_settings(settings)
@@ -99,7 +99,7 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     whose next URL is then already waiting at the fetcher when the delay
     ends (docs/architecture.md invariant 6); the fetcher's gate still starts
     it no earlier than the pace allows. Any other host waits for the
-    spout's tick. Either way the host's next eligible time is set in the
+    spout's tick, and so does every host of a worker that is stopping. Either way the host's next eligible time is set in the
     due index. Returns the host record and the fetch messages (none: the
     record unchanged).
     """
@@ -108,7 +108,8 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
         return host, []
     horizon_s = now_s + host.delay_s
     eligible_at_s = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
-    urls = index.take(key, now_s, PER_BUCKET) if eligible_at_s <= horizon_s else []
+    # a stopping worker hands nothing out: its fetcher hands back what waits there (the spout's timer stops too)
+    urls = index.take(key, now_s, PER_BUCKET) if eligible_at_s <= horizon_s and not app.should_stop else []
     if not urls:
         index.set_host_ready(key, eligible_at_s)
         return host, []
