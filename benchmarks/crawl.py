@@ -72,6 +72,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from squall.tools.harness import Crawl  # noqa: E402
+from squall.net.kafka_security import KafkaConnection  # noqa: E402
 from squall.tools.kafka_admin import ensure_topics  # noqa: E402
 from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec  # noqa: E402
 from squall.policy.topics import all_topics  # noqa: E402
@@ -263,7 +264,8 @@ def run_squall(bootstrap: str, served: ServedSite, ips: list[str], args: argpars
     timeout = args.timeout or 3 * args.pages * args.delay + 120
     try:
         # topics first (as `squall seed` would): a worker that starts before them is not assigned them
-        asyncio.run(ensure_topics(bootstrap, all_topics(crawl.settings), crawl.settings["topology.replication.factor"]))
+        conn = KafkaConnection.from_settings(crawl.settings)  # the broker's TLS/SASL, as the workers use it
+        asyncio.run(ensure_topics(conn, all_topics(crawl.settings), crawl.settings["topology.replication.factor"]))
         names = [f"w{i + 1}" for i in range(args.workers)]
         for name in names:
             crawl.start_worker(name)

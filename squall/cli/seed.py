@@ -68,23 +68,27 @@ async def produce_seeds(settings, seeds: list[SeedLine], progress: Callable[[int
     """
     from aiokafka import AIOKafkaProducer
 
+    from squall.net.kafka_security import KafkaConnection, refusals
     from squall.policy.topics import all_topics, topic_name
     from squall.tools.kafka_admin import ensure_topics
 
-    bootstrap = settings.kafka_bootstrap_servers
-    await ensure_topics(bootstrap, all_topics(settings), settings.topology_replication_factor)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    conn = KafkaConnection.from_settings(settings)
+    await ensure_topics(conn, all_topics(settings), settings.topology_replication_factor)
+    producer = AIOKafkaProducer(**conn.client_kwargs(), acks="all")
+    async with refusals(conn):  # an ACL that does not let this user write the status topic: one line
+        await producer.start()
     try:
         topic = topic_name(settings, "status")
         mode = settings.partition_url_mode
         for n, seed in enumerate(seeds, start=1):
             assert seed.url is not None
             msg = StatusMessage(url=seed.url, seed=True, metadata=seed.metadata or {})
-            await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+            async with refusals(conn):
+                await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
             if progress is not None and n % PROGRESS_EVERY == 0:
                 progress(n)
-        await producer.flush()
+        async with refusals(conn):
+            await producer.flush()
         if progress is not None:
             progress(len(seeds))
     finally:

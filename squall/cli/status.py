@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.records import Status
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
             report.render_refused[reason] += int(n)
 
 
-async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+async def latest_records(bootstrap: Broker, topic: str) -> dict[str, dict[str, Any]]:
     """The live value of each key of a table changelog (JSON objects), tombstones applied.
 
     A tombstone deletes a key only in its own partition: a record that moved
@@ -336,10 +337,10 @@ async def _lag(settings: Settings) -> dict[str, int]:
     from squall.policy.topics import topic_name
     from squall.tools.kafka_admin import end_offsets
 
-    bootstrap = settings.kafka_bootstrap_servers
+    bootstrap = KafkaConnection.from_settings(settings)
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**bootstrap.client_kwargs())
     try:
         await admin.start()
         committed = await admin.list_consumer_group_offsets(settings.topology_id)
@@ -367,7 +368,7 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
     from squall.policy.topics import changelog_name, topic_name
     from squall.tools.kafka_admin import end_offsets
 
-    bootstrap = settings.kafka_bootstrap_servers
+    bootstrap = KafkaConnection.from_settings(settings)
     out: dict[str, Any] = {
         t: await latest_records(bootstrap, changelog_name(settings, t)) for t in ("urls", "hosts", "audit", "robots")
     }

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.errors import KafkaSetupError
+from squall.net.kafka_security import Broker, as_connection
 
 KAFKA_VERSION = "4.1.1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -347,15 +348,19 @@ def _quiet_aiokafka() -> Iterator[None]:
         logger.setLevel(old)
 
 
-async def is_answering_async(bootstrap: str, timeout_s: float = 5.0) -> bool:
+async def is_answering_async(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
     """True if a Kafka broker at ``bootstrap`` answers a metadata request.
 
     A TCP connect first (cheap, no client log noise), then aiokafka's admin
     client bootstraps (MetadataRequest) and describes the cluster through the
     advertised listener. ``timeout_s`` (seconds) bounds the whole probe.
+    ``bootstrap`` may be a :class:`~squall.net.kafka_security.KafkaConnection`
+    (a secured broker answers only to a client it lets in).
     """
     from aiokafka.admin import AIOKafkaAdminClient
 
+    conn = as_connection(bootstrap)
+    bootstrap = conn.bootstrap
     servers = _split_servers(bootstrap)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -369,7 +374,7 @@ async def is_answering_async(bootstrap: str, timeout_s: float = 5.0) -> bool:
         return False
     left = max(0.1, deadline - loop.time())
     with _quiet_aiokafka():
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=max(100, int(left * 1000)))
+        admin = AIOKafkaAdminClient(**conn.client_kwargs(), request_timeout_ms=max(100, int(left * 1000)))
         try:
             async with asyncio.timeout(left):
                 await admin.start()
@@ -382,7 +387,7 @@ async def is_answering_async(bootstrap: str, timeout_s: float = 5.0) -> bool:
                 await admin.close()
 
 
-def is_answering(bootstrap: str, timeout_s: float = 5.0) -> bool:
+def is_answering(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
     """Sync :func:`is_answering_async`: does a Kafka broker answer at ``bootstrap``?"""
     return bool(_run_coro(is_answering_async(bootstrap, timeout_s)))
 

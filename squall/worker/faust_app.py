@@ -7,6 +7,8 @@ worker`` starts a worker, never at import.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import socket
 import warnings
 
@@ -14,7 +16,8 @@ import faust
 import faust.exceptions
 
 import squall.worker.kafka_consumer
-from squall.errors import DataDirError
+from squall.errors import DataDirError, KafkaAccessError, KafkaSetupError
+from squall.net.kafka_security import KafkaConnection, check_access
 from squall.settings import Settings
 from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
@@ -42,11 +45,32 @@ class SquallWorker(faust.Worker):
             app.conf.consumer_group_instance_id = group_instance_id(  # type: ignore[assignment]  # None: dynamic
                 settings.kafka_group_instance_id, socket.gethostname(), path
             )
+        check_broker_access(settings)
         # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
         self.outage_filter = install_outage_filter(
             settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
         )
         super().__init__(app, *args, **kwargs)
+
+
+def check_broker_access(settings: Settings, timeout_s: float = 10.0) -> None:
+    """Stop the worker with one line if a secured broker refuses its credentials or TLS handshake.
+
+    Without this, aiokafka logs every refused attempt and Faust retries (or
+    dies with a traceback). Only a refusal stops the worker: a broker that
+    does not answer yet is waited for, as on a PLAINTEXT broker. Runs on its
+    own event loop in a thread (the worker's loop is not running yet).
+    """
+    conn = KafkaConnection.from_settings(settings)
+    if conn.protocol == "PLAINTEXT":
+        return
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, check_access(conn, timeout_s)).result()
+        except KafkaAccessError as exc:
+            raise SystemExit(f"squall: {exc}") from None
+        except KafkaSetupError:
+            pass  # not reachable (yet): Faust waits for it
 
 
 class SquallApp(faust.App):
