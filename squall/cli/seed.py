@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from squall.errors import InvalidURL
 from squall.policy.partition import partition_key
@@ -80,20 +81,36 @@ async def produce_seeds(settings, seeds: list[SeedLine], progress: Callable[[int
     try:
         topic = topic_name(settings, "status")
         mode = settings.partition_url_mode
+        # a send only queues the record: its delivery (or the broker's refusal, e.g. an ACL) is the future's
+        pending: list[asyncio.Future[Any]] = []
         for n, seed in enumerate(seeds, start=1):
             assert seed.url is not None
             msg = StatusMessage(url=seed.url, seed=True, metadata=seed.metadata or {})
             async with refusals(conn):
-                await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+                pending.append(
+                    await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+                )
+                if len(pending) >= PROGRESS_EVERY:
+                    await _delivered(pending)
             if progress is not None and n % PROGRESS_EVERY == 0:
                 progress(n)
         async with refusals(conn):
             await producer.flush()
+            await _delivered(pending)
         if progress is not None:
             progress(len(seeds))
     finally:
         await producer.stop()
     return len(seeds)
+
+
+async def _delivered(pending: list[asyncio.Future[Any]]) -> None:
+    """Wait for every queued send of ``pending`` (then emptied); raise the first failure, retrieving all."""
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    pending.clear()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 def _seed_command(args: argparse.Namespace) -> int:
