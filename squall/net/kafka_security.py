@@ -412,5 +412,6 @@ async def check_access(conn: KafkaConnection, timeout_s: float = 10.0) -> None:
             continue
         kafka_conn.close()
         return
-    why = f": {type(last).__name__} {last}".rstrip() if last is not None else ""
+    text = str(last) if last is not None else ""
+    why = f": {text if type(last).__name__ in text else f'{type(last).__name__} {text}'}" if last is not None else ""
     raise KafkaSetupError(f"no Kafka broker answers at {conn.bootstrap}{why}")
