@@ -570,6 +570,8 @@ def up(
     deadline = time.monotonic() + wait_s
     probe: Broker = _probe(paths, bootstrap, secure)
     if is_answering(probe, timeout_s=3.0):
+        if secure and probe is not bootstrap:  # our secured broker: ACLs for this topology id too
+            kafka_secure.apply_acls(paths.secure, _java(), resolve_jars(), _jvm_args(paths), topology_id, paths.state)
         return False
     paths.state.mkdir(parents=True, exist_ok=True)
     with _locked(paths.lock):

@@ -243,7 +243,7 @@ def acl_specs(topology_id: str) -> list[str]:
 
 
 def apply_acls(files: SecureFiles, java: str, libs: Path, jvm_args: list[str], topology_id: str, cwd: Path) -> None:
-    """Create :func:`acl_specs` on the running broker as ``admin`` (once: a marker file remembers it).
+    """Create :func:`acl_specs` on the running broker as ``admin`` (once per id: a marker file remembers the last).
 
     Raises:
         KafkaSetupError: Java could not run the program, or the broker refused.

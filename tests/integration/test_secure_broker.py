@@ -113,3 +113,30 @@ def test_the_viewer_may_read_the_status_but_its_seed_is_refused(secure_broker: S
         f"squall: Kafka refused user viewer: not authorized for the topic {topology['topology.id']}-status "
         "(TopicAuthorizationFailed)"
     ), seed.stderr
+
+
+async def test_only_the_operator_may_write_the_control_topic(secure_broker: SecureFiles) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from squall.errors import KafkaAccessError
+    from squall.net.kafka_security import refusals
+    from squall.tools.kafka_admin import ensure_topics
+
+    control = "squall-control"  # <id>-control of the topology id the broker's ACLs were made for
+    operator = secure_broker.connection(SECURE_BOOTSTRAP, "operator")
+    await ensure_topics(operator, {control: 1})
+
+    async def write_as(user: str) -> None:
+        conn = secure_broker.connection(SECURE_BOOTSTRAP, user)
+        producer = AIOKafkaProducer(**conn.client_kwargs(), acks="all")
+        await producer.start()
+        try:
+            async with refusals(conn):
+                await (await producer.send(control, key=b"example.com", value=b"{}"))
+        finally:
+            await producer.stop()
+
+    await write_as("operator")
+    for user in ("worker", "viewer"):
+        with pytest.raises(KafkaAccessError, match=f"Kafka refused user {user}: not authorized for the topic"):
+            await write_as(user)
