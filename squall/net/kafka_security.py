@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -336,12 +337,16 @@ def translate(exc: BaseException, conn: KafkaConnection) -> KafkaAccessError | N
     return None
 
 
+_CREATE_REFUSED = re.compile(r"Cannot create topic: (\S+) \(\d+\)")
+
+
 def _detail(exc: BaseException) -> str:
     """`` <names>`` from an aiokafka authorization error's arguments (topic names), if it has any."""
     names: list[str] = []
     for arg in exc.args:
         if isinstance(arg, str) and arg:
-            names.append(arg)
+            created = _CREATE_REFUSED.match(arg)  # Faust's topic creation: "Cannot create topic: T (29): ..."
+            names.append(created.group(1) if created else arg)
         elif isinstance(arg, set | frozenset | list | tuple):
             names.extend(sorted(str(a) for a in arg))
     return f" {', '.join(names)}" if names else ""

@@ -17,7 +17,7 @@ import faust.exceptions
 
 import squall.worker.kafka_consumer
 from squall.errors import DataDirError, KafkaAccessError, KafkaSetupError
-from squall.net.kafka_security import KafkaConnection, check_access
+from squall.net.kafka_security import KafkaConnection, check_access, translate
 from squall.settings import Settings
 from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
@@ -51,6 +51,21 @@ class SquallWorker(faust.Worker):
             settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
         )
         super().__init__(app, *args, **kwargs)
+
+    async def start(self) -> None:
+        """Faust's start; an operation the broker refuses while starting (an ACL) ends it with one line.
+
+        E.g. a worker started with the viewer's credentials: Faust's topic
+        creation is refused, and instead of its traceback the worker says so
+        (:func:`squall.net.kafka_security.translate`) and exits.
+        """
+        try:
+            await super().start()
+        except Exception as exc:
+            refused = translate(exc, KafkaConnection.from_settings(self.app.squall_settings))  # type: ignore[attr-defined]
+            if refused is None:
+                raise
+            raise SystemExit(f"squall: {refused}") from None
 
 
 def check_broker_access(settings: Settings, timeout_s: float = 10.0) -> None:

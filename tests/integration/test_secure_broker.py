@@ -61,6 +61,16 @@ def _squall(conf: Path, *args: str, env: dict[str, str] | None = None, stdin: st
     )  # fmt: skip
 
 
+def _worker(conf: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``faust -A topology worker`` with ``conf``, to its end (a refused one ends at start)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("SQUALL_KAFKA_", "KAFKA_BOOTSTRAP"))}
+    return subprocess.run(
+        [sys.executable, "-m", "faust", "-A", "topology", "worker", "-l", "info", "--without-web"],
+        cwd=ROOT, env={**environ, **(env or {}), "SQUALL_CONF": str(conf)}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
 def test_a_worker_crawls_a_site_through_tls_and_scram(secure_broker: SecureFiles, site, tmp_path: Path) -> None:
     served = site(generated_site(HOSTS, 3, disallow=None, cross_links=False))
     overrides = dict(yaml.safe_load(secure_broker.client_conf("worker").read_text()))
@@ -86,17 +96,13 @@ def test_a_wrong_password_is_refused_in_one_line_by_commands_and_workers(
     seed = _squall(conf, "seed", "-", env=wrong, stdin="http://127.0.0.2/\n")
     assert (seed.returncode, seed.stderr.strip()) == (2, REFUSED), seed.stderr
 
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_BOOTSTRAP")}
-    worker = subprocess.run(
-        [sys.executable, "-m", "faust", "-A", "topology", "worker", "-l", "info", "--without-web"],
-        cwd=ROOT, env={**environ, **wrong, "SQUALL_CONF": str(conf)}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    worker = _worker(conf, wrong)
     assert worker.returncode != 0
     assert REFUSED in worker.stderr, worker.stderr[-2000:]
     assert "Traceback" not in worker.stdout + worker.stderr
 
 
-def test_the_viewer_may_read_the_status_but_its_seed_is_refused(secure_broker: SecureFiles, tmp_path: Path) -> None:
+def test_the_viewer_may_read_the_status_but_its_seed_and_its_worker_are_refused(secure_broker: SecureFiles, tmp_path: Path) -> None:
     topology = {"topology.id": f"squall-view-{uuid.uuid4().hex[:6]}", "topology.partitions": 2}
     operator = _squall(_client_conf(secure_broker, "operator", tmp_path, **topology), "seed", "-",
                        stdin="http://127.0.0.2/\n")  # fmt: skip
@@ -113,6 +119,14 @@ def test_the_viewer_may_read_the_status_but_its_seed_is_refused(secure_broker: S
         f"squall: Kafka refused user viewer: not authorized for the topic {topology['topology.id']}-status "
         "(TopicAuthorizationFailed)"
     ), seed.stderr
+
+    worker = _worker(_client_conf(secure_broker, "viewer", tmp_path, **topology, **{"topology.data.dir": str(tmp_path)}))
+    assert worker.returncode != 0
+    assert worker.stderr.strip().splitlines()[-1] == (
+        f"squall: Kafka refused user viewer: not authorized for the topic {topology['topology.id']}-__assignor-__leader "
+        "(TopicAuthorizationFailed)"
+    ), worker.stderr[-2000:]
+    assert "Traceback" not in worker.stdout + worker.stderr
 
 
 async def test_only_the_operator_may_write_the_control_topic(secure_broker: SecureFiles) -> None:

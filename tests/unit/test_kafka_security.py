@@ -188,6 +188,10 @@ SASL = KafkaConnection("127.0.0.1:19892", "SASL_SSL", credentials=Credentials("v
             "Kafka refused user viewer: not authorized for the topic a, b (TopicAuthorizationFailed)",
         ),
         (
+            kafka_errors.TopicAuthorizationFailedError("Cannot create topic: s-x (29): Authorization failed."),
+            "Kafka refused user viewer: not authorized for the topic s-x (TopicAuthorizationFailed)",
+        ),
+        (
             kafka_errors.GroupAuthorizationFailedError(),
             "Kafka refused user viewer: not authorized for the consumer group (GroupAuthorizationFailed)",
         ),
