@@ -570,9 +570,15 @@ def up(
     deadline = time.monotonic() + wait_s
     probe: Broker = _probe(paths, bootstrap, secure)
     if is_answering(probe, timeout_s=3.0):
-        if secure and probe is not bootstrap:  # our secured broker: ACLs for this topology id too
+        if secure and probe is bootstrap:
+            raise KafkaSetupError(f"a broker without TLS and SASL answers at {bootstrap}: stop it first (kafka down)")
+        if secure:  # our secured broker: ACLs for this topology id too
             kafka_secure.apply_acls(paths.secure, _java(), resolve_jars(), _jvm_args(paths), topology_id, paths.state)
         return False
+    other = _probe(paths, bootstrap, not secure)  # the other kind of our broker, if it runs there
+    if other is not probe and is_answering(other, timeout_s=3.0):
+        what = "a broker without TLS and SASL" if secure else "the secured broker (kafka up --secure)"
+        raise KafkaSetupError(f"{what} answers at {bootstrap}: stop it first (kafka down)")
     paths.state.mkdir(parents=True, exist_ok=True)
     with _locked(paths.lock):
         pid = _our_pid(paths)
@@ -649,7 +655,7 @@ def up(
 
 def _probe(paths: _Paths, bootstrap: str, secure: bool) -> Broker:
     """What to ask "does a broker answer?" with: the secured broker's admin login once it has one, else plain."""
-    if secure and paths.secure.complete():
+    if secure and paths.secure.complete() and paths.secure_marker.is_file():
         return paths.secure.connection(bootstrap)
     return bootstrap
 
