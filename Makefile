@@ -7,6 +7,7 @@
 #   make kafka-up    start a local broker (Maven jars, KRaft) at kafka.bootstrap.servers (SECURE=1: TLS, SCRAM, ACLs)
 #   make kafka-down  stop it
 #   make demo        crawl a local test site end to end (SITE=... to pick one)
+#   make bench       the whole-crawl benchmark's short profile: squall (WARC on, off) and Scrapy, one farm
 #
 # BOOTSTRAP=host:port overrides the broker address of kafka-up/kafka-down;
 # PYTEST_ARGS are passed to pytest by `make test`.
@@ -25,7 +26,7 @@ BOOTSTRAP ?=
 PYTEST_ARGS ?=
 KAFKA_ARGS = $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP),)
 
-.PHONY: venv lock lint test kafka-up kafka-down kafka-status demo
+.PHONY: venv lock lint test kafka-up kafka-down kafka-status demo bench
 
 venv: $(STAMP)
 
@@ -75,3 +76,21 @@ kafka-status: venv
 DEMO_ARGS ?=
 demo: venv
 	$(VENV_PY) -m squall.tools.demo $(if $(SITE),--site $(SITE),) $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP),) $(DEMO_ARGS)
+
+# ------------------------------------------------------------------ bench
+# bench: benchmarks/crawl.py's short profile, about two minutes on 2 shared
+# cores: one farm of 100 hosts x 10 pages (3 same-host links and one
+# cross-host link a page), delay 1 s (bound: 100 pages/s), one squall worker;
+# one run (--runs 1) of squall with its WARC archive on, of squall with it
+# off (--warc both: needs squall's warc.enabled key, else that row is left
+# out and the report says so) and of Scrapy (installed once in
+# ~/.cache/squall/bench-scrapy). Prints the table and the squall / Scrapy
+# ratios. Starts its own broker on 127.0.0.1:$(BENCH_PORT) (not the tests'
+# 19092, not 9092) and stops it, unless BOOTSTRAP=host:port names one.
+# BENCH_ARGS are passed on, e.g. BENCH_ARGS='--json bench.json --history benchmarks/history.csv'.
+# ------------------------------------------------------------------
+BENCH_PORT ?= 19982
+BENCH_ARGS ?=
+bench: venv
+	$(VENV_PY) benchmarks/crawl.py --name short --hosts 100 --pages 10 --delay 1 --workers 1 --runs 1 \
+		--peer scrapy --warc both $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP),--broker-port $(BENCH_PORT)) $(BENCH_ARGS)

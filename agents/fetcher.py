@@ -57,7 +57,7 @@ import os
 import socket
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents import parser
@@ -449,22 +449,48 @@ async def _run(msg: FetchMessage, event) -> None:
 
 
 async def _send(msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState) -> None:
-    """Send the URL's statuses, wait until the broker has them, then send the signal that frees the hand-out.
+    """Send the URL's other statuses, wait until the broker has them, then its own result with its signal.
 
-    The order matters across a crash: a signal applied frees the hand-out in
-    the hosts table, and a re-delivered copy of it is then skipped as stale
-    (:func:`_stale`); were the signal on the broker without the status (a
-    SIGKILL between their two produce batches), the URL would never get its
-    result (issue 9: seen in the long fault profile, seed 9202). A delivery
-    error raises: the fetch message stays unacknowledged and is re-delivered.
+    The handed-out URL's own result carries the signal that frees the
+    hand-out and the page's outlinks of its own partition (one message: the
+    status updater applies them in one event, with one write of each host
+    record). The order matters across a crash: a signal applied frees the
+    hand-out in the hosts table, and a re-delivered copy of it is then
+    skipped as stale (:func:`_stale`); were it on the broker before the
+    outlinks of other partitions and a redirect's target (a SIGKILL between
+    their produce batches), those would be lost. A delivery error raises:
+    the fetch message stays unacknowledged and is re-delivered.
     """
     observe_result(statuses[0])
+    own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
+    batch = None if own is None or BY_IP else _same_partition_batch(statuses, own, msg.key)
     pending = []
-    for status in statuses:
-        key = msg.key if status.url == msg.url else partition_key(status.url, MODE)  # its own: the queue's key
-        pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
+    for i, status in enumerate(statuses):
+        if i != own and i != batch:
+            key = msg.key if status.url == msg.url else partition_key(status.url, MODE)  # its own: the queue's key
+            pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
     await asyncio.gather(*pending)
-    await signals_topic.send(key=msg.key.encode(), value=fd.signal(msg, event_ended, pace).to_bytes())
+    signal = fd.signal(msg, event_ended, pace)
+    if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
+        await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
+        return
+    result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
+    await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
+
+
+def _same_partition_batch(statuses: list[StatusMessage], own: int, key: str) -> int | None:
+    """Index of the first outlink batch (plain DISCOVERED) of queue ``key``'s partition, or None."""
+    partition = partition_for_key(key, PARTITIONS)
+    for i, status in enumerate(statuses):
+        if (
+            i != own
+            and status.fetched_at_s is None
+            and status.status is Status.DISCOVERED
+            and not status.seed
+            and partition_for_key(partition_key(status.url, MODE), PARTITIONS) == partition
+        ):
+            return i
+    return None
 
 
 async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:

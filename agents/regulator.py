@@ -1,5 +1,11 @@
 """Queue regulator (StormCrawler 3.7's QueueRegulatorBolt): signals topic → hosts table.
 
+A fetch result carries its signal inside its status message, applied by
+the status updater (:mod:`agents.status_updater`, through the same
+:func:`agents.queues.regulate`); this agent applies the signals that travel
+alone: hand-outs that ended with no result of their URL, and any other
+producer's.
+
 The worker that owns a host's partition is the only one that applies its
 signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
 It applies the same pace model as the fetcher's gate
@@ -12,17 +18,12 @@ request may be answered after this worker took the queue over).
 
 from __future__ import annotations
 
-from agents import fetcher
 from agents.common import deadletter, load_host, save_host
+from agents.queues import regulate
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.errors import MessageError
-from squall.policy.host_pacing import apply_signal
-from squall.policy.pace import PaceConfig
 from squall.policy.records import SignalMessage
-from topology import app, settings, signals_topic
-
-PACE = PaceConfig.from_settings(settings)
-REMEMBERED: int = settings.frontier_signals_remembered
+from topology import app, signals_topic
 
 
 @app.agent(signals_topic)
@@ -35,13 +36,12 @@ async def regulator(stream):
             continue
         try:
             host = load_host(signal.key)
-            updated = apply_signal(host, signal, PACE, REMEMBERED)
+            updated = regulate(host, signal)
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
             await deadletter(event.value, exc)
             continue
         if updated is not host:
             save_host(updated)
-            fetcher.runtime.learn(signal, updated)
         index = state.index_for_key(signal.key)
         if index is not None:
             index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
+from agents import queues
 from agents.common import load_host, save_host
 from agents.fetcher import runtime as fetcher
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
@@ -27,7 +28,7 @@ from squall.policy.takeover import stranded
 from topology import app, fetch_topic, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.spout")
-PER_BUCKET: int = settings.frontier_max_urls_per_bucket
+PER_BUCKET: int = queues.PER_BUCKET
 TICK_S: float = settings.frontier_tick_interval_secs
 TICK_RESEND_S: float = settings.frontier_tick_resend_secs
 
@@ -50,36 +51,10 @@ def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     out: list[FetchMessage] = []
     for key, urls in index.pop_due(now_s, PER_BUCKET):
         host = load_host(key)
-        records = [
-            (r, r.next_fetch_at_s) for r in map(_record, urls) if r is not None and r.next_fetch_at_s is not None
-        ]
-        places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
-        eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
-        due = [r for r, at_s in records if at_s <= now_s][: max(0, places)] if eligible_at <= now_s else []
-        for r, at_s in records:
-            if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
-                index.push(key, r.url, at_s, r.priority)
-        if due:
-            host = host.with_handout([r.url for r in due], now_s)
-            save_host(host)
-        index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
-        for r in due:
-            if r.attempts:
-                log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)
-        out.extend(
-            FetchMessage(
-                url=r.url,
-                key=key,
-                depth=r.depth,
-                metadata=r.metadata,
-                attempt=r.attempts,
-                handed_out_at_s=now_s,
-                etag=r.etag,
-                last_modified=r.last_modified,
-                chain=r.chain,
-            )
-            for r in due
-        )
+        updated, messages = queues.hand_out(index, key, host, urls, now_s)
+        if updated is not host:
+            save_host(updated)
+        out.extend(messages)
     return out
 
 

@@ -21,23 +21,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
+from agents.queues import hand_out_next, regulate
 from agents.runtime import PARTITIONS, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
 from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
 from squall.policy.scope import ScopeConfig, check
 from squall.policy.sitemaps import is_marked, lastmod_of
 from squall.policy.urls import NormalizerConfig, canonicalize, host_of
-from topology import app, settings, status_topic, urls_table
+from topology import app, fetch_topic, settings, signals_topic, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
 NORMALIZER = NormalizerConfig.from_settings(settings)
@@ -56,6 +57,10 @@ async def status_updater(stream):
             await status_topic.send(key=key, value=value, partition=partition)
         for value, exc in done.dead:
             await deadletter(value, exc)
+        for msg in done.handouts:  # the next URLs of hosts whose result freed a place (agents.queues)
+            await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
+        for signal in done.signals:  # signals this event could not apply with their result
+            await signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
         for host, port, value in done.pending:  # byIP: routed once the host is resolved
             event.message.incref()  # acked by _route_when_resolved once the message is on its way
             asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
@@ -78,12 +83,53 @@ class Handled:
     ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
     another partition; ``dead``: (message bytes, the error) to dead-letter;
     ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
-    worker has not resolved yet.
+    worker has not resolved yet; ``handouts``: fetch messages of the next
+    URLs of a host whose result freed a place (:func:`agents.queues.hand_out_next`);
+    ``signals``: a result's signal not applied here (its URL was bad, or
+    byIP), for the queue regulator.
     """
 
     reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
     dead: list[tuple[bytes, Exception]] = field(default_factory=list)
     pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+    handouts: list[FetchMessage] = field(default_factory=list)
+    signals: list[SignalMessage] = field(default_factory=list)
+    writes: Writes = field(default_factory=lambda: Writes())
+
+
+@dataclass
+class Writes:
+    """One event's table writes, buffered so each host record is read and written once.
+
+    ``hosts``: key → (record as read, record now); ``stores``: URL records to
+    write, after the host records (a crash in between re-delivers the
+    message, and a URL already stored would no longer count in its host's
+    ``url_count``); ``regulated``: keys whose signal was applied in this event.
+    """
+
+    hosts: dict[str, tuple[HostRecord, HostRecord]] = field(default_factory=dict)
+    stores: list[UrlRecord] = field(default_factory=list)
+    regulated: list[str] = field(default_factory=list)
+
+    def host(self, key: str) -> HostRecord:
+        known = self.hosts.get(key)
+        if known is not None:
+            return known[1]
+        host = load_host(key)
+        self.hosts[key] = (host, host)
+        return host
+
+    def set_host(self, host: HostRecord) -> None:
+        self.hosts[host.key] = (self.hosts[host.key][0], host)
+
+    def flush(self) -> None:
+        """Write the host records that changed, then the URL records (and keep the due index in step)."""
+        for start, host in self.hosts.values():
+            if host is not start:
+                save_host(host)
+        for record in self.stores:
+            _store(record)
+        self.hosts, self.stores = {}, []
 
 
 def handle(value: bytes, partition: int, now_s: float) -> Handled:
@@ -92,30 +138,106 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     Every URL of the message (``url`` and a batch's ``more_urls``) is
     canonicalized; those whose partition key maps to another partition (a
     producer with another partitioner, e.g. kcat's default) are routed to
-    their owner, the others applied by :func:`update`, one call per key.
+    their owner, the others applied by :func:`update`, one call per key. A
+    result's ``discovered`` batch (the page's outlinks of its own partition)
+    is applied first, in the same event: each host record is written once
+    (:class:`Writes`), then the URL records.
     """
     done = Handled()
     try:
         msg = StatusMessage.from_bytes(value)
+    except MessageError as exc:
+        done.dead.append((value, exc))
+        return done
+    try:
         canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
         url = canon(msg.url)
         key = partition_key(url, MODE)
-    except (MessageError, InvalidURL) as exc:
+    except InvalidURL as exc:
         done.dead.append((value, exc))
+        done.signals.extend([msg.signal] if msg.signal is not None else [])
+        if msg.discovered is not None:  # the page's outlinks are good input of their own
+            _handle_decoded(msg.discovered, value, partition, now_s, done)
+        done.writes.flush()
         return done
-    if BY_IP:
-        return _handle_by_address(msg, canon, [url], value, partition, now_s, done)
-    if partition_for_key(key, PARTITIONS) != partition:
+    if not BY_IP and partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
         return done
+    if msg.discovered is not None:
+        _handle_decoded(msg.discovered, value, partition, now_s, done)
+        msg = replace(msg, discovered=None)
+    _handle_decoded(msg, value, partition, now_s, done, (url, key, canon))
+    _hand_out_and_flush(done, now_s)
+    return done
+
+
+def _handle_decoded(
+    msg: StatusMessage,
+    value: bytes,
+    partition: int,
+    now_s: float,
+    done: Handled,
+    first: tuple[str, str, Callable[[str], str]] | None = None,
+) -> None:
+    """Apply one decoded message (``first``: its canonical URL, key and canonicalizer, when known)."""
+    canon: Callable[[str], str]
+    if first is None:
+        try:
+            canon = _seed_canonical if msg.seed else CANONICAL
+            url = canon(msg.url)
+            key = partition_key(url, MODE)
+        except InvalidURL as exc:  # one bad link of a batch: the others go on
+            done.dead.append((_single(msg, msg.url), exc))
+            if msg.more_urls:
+                rest = replace(msg, url=msg.more_urls[0], more_urls=msg.more_urls[1:])
+                _handle_decoded(rest, value, partition, now_s, done)
+            return
+    else:
+        url, key, canon = first
+    if BY_IP:
+        if msg.signal is not None:  # keyed by the fetch's address key: the queue regulator applies it
+            done.signals.append(msg.signal)
+            msg = replace(msg, signal=None)
+        _handle_by_address(msg, canon, [url], value, partition, now_s, done)
+        return
+    if partition_for_key(key, PARTITIONS) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), _single(msg, url)))
+        return
     by_key = _group_by_key(msg, canon, key, url, partition, done)
     for other in msg.rejected:
         if partition_for_key(other, PARTITIONS) == partition:
             by_key.setdefault(other, [])
         else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
             log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
+    if msg.signal is not None and msg.signal.key not in by_key:
+        done.signals.append(msg.signal)  # its queue's key is not the URL's (a foreign producer): on its own
+        msg = replace(msg, signal=None)
     _update_groups(msg, by_key, value, now_s, msg.rejected, done)
-    return done
+
+
+def _hand_out_and_flush(done: Handled, now_s: float) -> None:
+    """The event's end: hand-outs for hosts whose result freed a place, then every write (:class:`Writes`).
+
+    A host whose due URLs were all discovered in this same event gets them
+    only once they are stored (a second write of its record, only then).
+    """
+    writes = done.writes
+    empty = []
+    for key in writes.regulated:
+        host, handouts = hand_out_next(key, writes.host(key), now_s)
+        writes.set_host(host)
+        done.handouts.extend(handouts)
+        if not handouts:
+            empty.append(key)
+    discovered_for = {r.key for r in writes.stores if r.next_fetch_at_s is not None}
+    writes.flush()
+    for key in empty:
+        if key in discovered_for:
+            host = load_host(key)
+            updated, handouts = hand_out_next(key, host, now_s)
+            if updated is not host:
+                save_host(updated)
+            done.handouts.extend(handouts)
 
 
 def _group_by_key(msg: StatusMessage, canon, key: str, url: str, partition: int, done: Handled) -> dict[str, list[str]]:
@@ -149,7 +271,7 @@ def _update_groups(
     """Apply ``msg`` to each key's URLs (:func:`update`); a failure dead-letters the message and goes on."""
     for key, urls in by_key.items():
         try:
-            update(msg, urls, key, now_s, rejected.get(key))
+            update(msg, urls, key, now_s, rejected.get(key), done.writes)
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
             log.exception("squall: status update of %s failed", urls[0] if urls else key)
             done.dead.append((value, exc))
@@ -247,16 +369,26 @@ def _single(batch: StatusMessage, url: str) -> bytes:
 
 
 def update(
-    msg: StatusMessage, urls: list[str], key: str, now_s: float, rejected: Mapping[Reason, int] | None = None
+    msg: StatusMessage,
+    urls: list[str],
+    key: str,
+    now_s: float,
+    rejected: Mapping[Reason, int] | None = None,
+    writes: Writes | None = None,
 ) -> None:
     """Apply one decoded status message to the tables and the due index, for one partition key.
 
     ``urls``: the message's canonical URLs of partition key ``key`` (one for
     a fetch result, any number for a batch of outlinks); ``rejected``: the
-    parse step's refusals of links of ``key``, per reason. The host record is
-    read once and written once (when it changed), before the URL records.
+    parse step's refusals of links of ``key``, per reason. A result's signal
+    of queue ``key`` is applied too (:func:`agents.queues.regulate`; the
+    place it frees is handed out at the event's end). ``writes``: the
+    event's write buffer (:class:`Writes`); without one, the host record is
+    written at once (when it changed), then the URL records.
     """
-    host = start = load_host(key)
+    own = writes is None
+    writes = Writes() if writes is None else writes
+    host = writes.host(key)
     if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
         for url in urls:
             if not host.seeded_for(host_of(url), True):
@@ -268,13 +400,14 @@ def update(
         for reason, n in rejected.items():
             counts[reason.value] = counts.get(reason.value, 0) + n
         host = replace(host, rejected=counts)
-    stores: list[UrlRecord] = []
     for url in urls:
-        host = _apply(msg, url, key, host, now_s, stores)
-    if host is not start:
-        save_host(host)
-    for record in stores:
-        _store(record)
+        host = _apply(msg, url, key, host, now_s, writes.stores)
+    if msg.signal is not None and msg.signal.key == key:
+        host = regulate(host, msg.signal)
+        writes.regulated.append(key)
+    writes.set_host(host)
+    if own:
+        writes.flush()
 
 
 def _apply(

@@ -44,11 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from squall.policy.backoff import BackoffConfig  # noqa: E402
-from squall.policy.crawl_delay import CrawlDelayConfig  # noqa: E402
-from squall.policy.fetch_queues import FetchQueues  # noqa: E402
-from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch  # noqa: E402
-from squall.policy.records import SignalKind  # noqa: E402
+from squall.policy.backoff import BackoffConfig
+from squall.policy.crawl_delay import CrawlDelayConfig
+from squall.policy.fetch_queues import FetchQueues
+from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch
+from squall.policy.records import SignalKind
 
 SLOTS = 50
 MAX_IDLE_SLEEP_S = 0.010
@@ -77,11 +77,19 @@ def p99(samples: list[int]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-async def run(hosts: int, urls_per_host: int, delay_s: float, seconds: float, sample_every: int, producer_batch: int) -> dict[str, str]:
+async def run(
+    hosts: int, urls_per_host: int, delay_s: float, seconds: float, sample_every: int, producer_batch: int
+) -> dict[str, str]:
     queues: FetchQueues[tuple[int, int]] = FetchQueues(threads_per_queue=1, max_queue_size=-1)
     # the fetcher's path: the pace model says when, the queues order (squall.policy.pace)
-    config = PaceConfig(server_delay_s=delay_s, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,
-                        backoff=BackoffConfig(1.0, 60.0, 3600.0), crawl=CrawlDelayConfig(False, 86400, 1800.0))
+    config = PaceConfig(
+        server_delay_s=delay_s,
+        min_delay_s=0.0,
+        force=True,
+        retry_after_max_s=86400.0,
+        backoff=BackoffConfig(1.0, 60.0, 3600.0),
+        crawl=CrawlDelayConfig(False, 86400, 1800.0),
+    )
     paces: dict[str, PaceState] = {}
     keys = [f"host{i}.example.org" for i in range(hosts)]
     take_ns: list[int] = []
@@ -171,20 +179,24 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, str, str, str]] = []
     for hosts in host_counts:
         for delay_s in delays:
-            results = asyncio.run(run(hosts, args.urls_per_host, delay_s, args.seconds, args.sample_every, args.producer_batch))
+            results = asyncio.run(
+                run(hosts, args.urls_per_host, delay_s, args.seconds, args.sample_every, args.producer_batch)
+            )
             rows.extend((f"{hosts}", f"{delay_s:g} s", metric, value) for metric, value in results.items())
 
-    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()} ({platform.python_implementation()})")
+    print(
+        f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()} ({platform.python_implementation()})"
+    )
     print(
         f"setup: {SLOTS} fetch slots + 1 producer as asyncio tasks, {args.urls_per_host} URLs/host, "
         f"instant fetch, {args.seconds:g} s/run, 1 call in {args.sample_every} timed, time.monotonic clock"
     )
     header = ("hosts", "delay", "metric", "value")
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 if __name__ == "__main__":

@@ -40,14 +40,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from squall.policy.frontier import DueIndex  # noqa: E402
-from squall.tools.harness import Crawl  # noqa: E402
-from squall.policy.partition import partition_key  # noqa: E402
-from squall.policy.records import StatusMessage  # noqa: E402
-from squall.cli.seed import SeedLine, produce_seeds  # noqa: E402
-from squall.net.kafka_security import KafkaConnection  # noqa: E402
-from squall.tools.kafka_admin import ensure_topics  # noqa: E402
-from squall.policy.topics import all_topics, topic_name  # noqa: E402
+from squall.cli.seed import SeedLine, produce_seeds
+from squall.net.kafka_security import KafkaConnection
+from squall.policy.frontier import DueIndex
+from squall.policy.partition import partition_key
+from squall.policy.topics import all_topics, topic_name
+from squall.tools.harness import Crawl
+from squall.tools.kafka_admin import ensure_topics
 
 
 def host_ip(i: int) -> str:
@@ -83,9 +82,9 @@ def due_index_cost(n: int, hosts: int, batches: int = 50, per_batch: int = 200) 
         t0 = time.perf_counter()
         for _ in range(per_batch):
             for key, taken in index.pop_due(10_000.0, 1, max_hosts=1):
-                index.set_host_ready(key, 0.0)           # eligible again at once: the next call works as hard
+                index.set_host_ready(key, 0.0)  # eligible again at once: the next call works as hard
                 for u in taken:
-                    index.push(key, u, 1000.0, 0)        # and the URL back: the index stays at n URLs
+                    index.push(key, u, 1000.0, 0)  # and the URL back: the index stays at n URLs
         times.append((time.perf_counter() - t0) / per_batch * 1e6)
     return statistics.median(times), per_url, sizes.tickets - sizes.live_tickets
 
@@ -218,8 +217,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     work = Path(tempfile.mkdtemp(prefix="squall-million-"))
-    crawl = Crawl(work, args.bootstrap, {"http.private.networks.allow": ["127.0.0.0/8"], "topology.partitions": 8,
-                                          "http.robots.retry.base.secs": 5.0, "http.timeout.connect": 1.0})
+    crawl = Crawl(
+        work,
+        args.bootstrap,
+        {
+            "http.private.networks.allow": ["127.0.0.0/8"],
+            "topology.partitions": 8,
+            "http.robots.retry.base.secs": 5.0,
+            "http.timeout.connect": 1.0,
+        },
+    )
     raw_n = int(args.urls * args.raw)
     seed_n = args.urls - raw_n
     try:
@@ -247,13 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     print("| measure | value |")
     print("|---|---|")
     print(f"| URLs / hosts | {args.urls:,} / {args.hosts:,} |")
-    print(f"| worker RSS: idle → after {seed_n:,} → after {args.urls:,} URLs | {rss0:.0f} → {rss1:.0f} → {rss2:.0f} MiB |")
+    print(
+        f"| worker RSS: idle → after {seed_n:,} → after {args.urls:,} URLs | {rss0:.0f} → {rss1:.0f} → {rss2:.0f} MiB |"
+    )
     print(f"| worker peak RSS (VmHWM) at {args.urls:,} URLs | {peak2:.0f} MiB |")
     print(f"| RSS per stored URL | {(rss2 - rss0) * 1024 * 1024 / args.urls:.0f} B |")
     print(f"| squall seed path: sent / stored | {seed_n / sent_s:,.0f} / {seed_n / stored_s:,.0f} URLs/s |")
     print(f"| raw producer: sent / stored | {raw_n / raw_sent_s:,.0f} / {raw_n / raw_stored_s:,.0f} URLs/s |")
-    print(f"| restart: due index rebuilt / first hand-out | {rebuilt_s:.1f} s / "
-          f"{'-' if first_s is None else f'{first_s:.1f} s'} |")
+    print(
+        f"| restart: due index rebuilt / first hand-out | {rebuilt_s:.1f} s / "
+        f"{'-' if first_s is None else f'{first_s:.1f} s'} |"
+    )
     print(f"| RSS after restart | {rss3:.0f} MiB |")
     return 0
 

@@ -31,9 +31,9 @@ import time
 
 from squall.net.browser import find_chromium
 from squall.net.http import HttpConfig, HttpFetcher
+from squall.net.render import BrowserPool
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.parse import parse_html
-from squall.net.render import BrowserPool
 from squall.policy.render_policy import RenderConfig, RobotsAnswer, judge_request
 from squall.settings import load_settings
 from squall.tools.site_spec import SiteSpec, spa_host
@@ -44,8 +44,13 @@ HOST = "127.0.0.2"
 
 def _site(pages: int, links: int) -> SiteSpec:
     paths = ["/"] + [f"/p{i}" for i in range(1, pages)]
-    return SiteSpec(hosts={HOST: spa_host({p: [f"/p{(i * links + k) % pages or 1}" for k in range(links)]
-                                           for i, p in enumerate(paths)})})
+    return SiteSpec(
+        hosts={
+            HOST: spa_host(
+                {p: [f"/p{(i * links + k) % pages or 1}" for k in range(links)] for i, p in enumerate(paths)}
+            )
+        }
+    )
 
 
 async def _run(pages: int, links: int) -> list[tuple[str, int, float, int]]:
@@ -64,16 +69,23 @@ async def _run(pages: int, links: int) -> list[tuple[str, int, float, int]]:
 
         pool = BrowserPool(config, find_chromium(config.browser_path), user_agent=settings.user_agent)
         try:
-            await pool.render(urls[0], await http.fetch(urls[0]), fetch=lambda x, h: http.fetch(x, headers=h),
-                              judge=lambda r, s: None)  # start the browser outside the measurement
+            await pool.render(
+                urls[0], await http.fetch(urls[0]), fetch=lambda x, h: http.fetch(x, headers=h), judge=lambda r, s: None
+            )  # start the browser outside the measurement
             pool.cache = type(pool.cache)(config.cache_bytes, config.cache_ttl_s)  # and start with an empty cache
             started = time.perf_counter()
             found = 0
             for u in urls:
                 raw = await http.fetch(u)
                 judge = lambda req, sent, u=u: judge_request(  # noqa: E731
-                    req, page_url=u, config=config, mode="byHost", network=network,
-                    robots=lambda _x: RobotsAnswer.ALLOWED, sent=sent)
+                    req,
+                    page_url=u,
+                    config=config,
+                    mode="byHost",
+                    network=network,
+                    robots=lambda _x: RobotsAnswer.ALLOWED,
+                    sent=sent,
+                )
                 outcome = await pool.render(u, raw, fetch=lambda x, h: http.fetch(x, headers=h), judge=judge)
                 html = (outcome.html or "").encode()
                 found += len(parse_html(html, url=u, headers=[("Content-Type", "text/html")]).outlinks)
@@ -89,8 +101,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=5)
     args = parser.parse_args()
     rows = asyncio.run(_run(args.pages, args.links))
-    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"{find_chromium()}")
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, {find_chromium()}")
     print(f"{'mode':8} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'ms/page':>8} {'links':>6}")
     for mode, n, seconds, found in rows:
         print(f"{mode:8} {n:>6} {seconds:>8.2f} {n / seconds:>8.1f} {1000 * seconds / n:>8.1f} {found:>6}")

@@ -45,13 +45,17 @@ os.environ["SQUALL_CONF"] = str(_CONF)
 
 
 def page_html(host: str, k: int, n_pages: int, links: int, offsite: int, hosts: list[str], rng: random.Random) -> bytes:
-    hrefs = [f"/p/{rng.randrange(n_pages)}?x={rng.randrange(3)}" if i % 5 == 4 else f"/p/{rng.randrange(n_pages)}"
-             for i in range(links)]
+    hrefs = [
+        f"/p/{rng.randrange(n_pages)}?x={rng.randrange(3)}" if i % 5 == 4 else f"/p/{rng.randrange(n_pages)}"
+        for i in range(links)
+    ]
     hrefs.append(f"http://{rng.choice(hosts)}/p/{rng.randrange(n_pages)}")
     hrefs += [f"http://off{rng.randrange(10**6)}.example.net/a/{i}" for i in range(offsite)]
     anchors = "".join(f'<li><a href="{h}">link {i}</a></li>' for i, h in enumerate(hrefs))
-    return (f"<!DOCTYPE html><html><head><title>{host} {k}</title></head><body><h1>page {k}</h1>"
-            f"<p>Some text of the page.</p><ul>{anchors}</ul></body></html>").encode()
+    return (
+        f"<!DOCTYPE html><html><head><title>{host} {k}</title></head><body><h1>page {k}</h1>"
+        f"<p>Some text of the page.</p><ul>{anchors}</ul></body></html>"
+    ).encode()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
+    # topology first (it declares the app): agents.common imported on its own is a circular import
+    # isort: off
     import topology  # noqa: F401 (declares the app and imports the agents)
     from tests.unit.test_status_updater import JsonTable  # a dict that stores JSON, as Faust tables do
     import agents.common as common
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from squall.net.http import FetchResult
     from squall.policy.partition import partition_for_key, partition_key
     from squall.policy.records import StatusMessage
+    # isort: on
 
     urls, hosts = JsonTable(), JsonTable()
     common.hosts_table = hosts
@@ -81,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(args.seed)
     names = [f"host{i}.example.org" for i in range(args.hosts)]
-    pages = [(f"http://{h}/p/{k}", page_html(h, k, args.pages, args.links, args.offsite, names, rng), 1 + k % 3)
-             for k in range(args.pages) for h in names]
+    pages = [
+        (f"http://{h}/p/{k}", page_html(h, k, args.pages, args.links, args.offsite, names, rng), 1 + k % 3)
+        for k in range(args.pages)
+        for h in names
+    ]
     seeds = [StatusMessage(url=f"http://{h}/", seed=True).to_bytes() for h in names]
 
     def deliver(value: bytes, key: str) -> int:
@@ -95,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             return sent
         # the agent loop of the status updater before `handle` existed (for the "before" numbers)
         from squall.policy.urls import canonicalize
+
         msg = StatusMessage.from_bytes(value)
         url = canonicalize(msg.url, su.NORMALIZER)
         k = partition_key(url, su.MODE)
@@ -108,8 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     discovered = messages = 0
     t_parse = t_status = 0.0
     for url, body, depth in pages:
-        result = FetchResult(url=url, status=200, headers=headers, body=body, truncated=False, ip="127.0.0.1",
-                             started_at_s=0.0, ended_at_s=0.0, request_headers=[], http_version="HTTP/1.1")
+        result = FetchResult(
+            url=url,
+            status=200,
+            headers=headers,
+            body=body,
+            truncated=False,
+            ip="127.0.0.1",
+            started_at_s=0.0,
+            ended_at_s=0.0,
+            request_headers=[],
+            http_version="HTTP/1.1",
+        )
         c0 = time.process_time()
         _recorded, links = parser.parse(result, depth=depth, metadata={})
         out = [(partition_key(m.url, "byHost"), m.to_bytes()) for m in links]
@@ -121,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         t_status += c2 - c1
         discovered += body.count(b"<a href=")
     total = t_parse + t_status
-    print(f"# {args.hosts} hosts x {args.pages} pages, {args.links} same-host + 1 cross-host + {args.offsite} "
-          f"offsite links per page; {platform.python_version()}, {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"# {args.hosts} hosts x {args.pages} pages, {args.links} same-host + 1 cross-host + {args.offsite} "
+        f"offsite links per page; {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     rows = [
         ("pages", f"{len(pages)}"),
         ("discovered URLs (links in pages)", f"{discovered}"),

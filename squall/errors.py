@@ -7,7 +7,8 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a Reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
-    │   └── KafkaAccessError   the broker refused squall's credentials, certificate or an operation (ACLs)
+    │   ├── KafkaAccessError   the broker refused squall's credentials, certificate or an operation (ACLs)
+    │   └── UnknownTopic       a topic named on the command line does not exist at the broker
     ├── BrowserMissing         no Chromium executable to render pages with
     ├── DataDirError           the worker's table directory cannot be created or is in use
     └── FetchError             a fetch that failed (carries a Reason)
@@ -63,6 +64,10 @@ class KafkaAccessError(KafkaSetupError):
 
     The message is one line for people: the user, what was refused and why; never a password.
     """
+
+
+class UnknownTopic(KafkaSetupError):
+    """A topic named on the command line (``squall tail TOPIC``) does not exist; the message names those that do."""
 
 
 class BrowserMissing(SquallError):

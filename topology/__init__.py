@@ -121,6 +121,7 @@ audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
 TOPIC_NAMES = {
     t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)
 }
+app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
 __all__ = [
     "TOPIC_NAMES",
@@ -140,6 +141,7 @@ __all__ = [
 # The agents register themselves on import (after everything above exists).
 import agents.fetcher  # noqa: E402
 import agents.observe  # noqa: E402
+import agents.progress  # noqa: E402
 import agents.regulator  # noqa: E402
 import agents.spout  # noqa: E402
 import agents.status_updater  # noqa: E402,F401

@@ -69,12 +69,13 @@ async def snapshot(settings: Settings) -> dict[str, Any]:
     from squall.cli.audit import parse_records
     from squall.cli.status import collect_records, report_of
     from squall.policy.audit import summary
+    from squall.policy.topics import agent_topics
 
     records = await collect_records(settings)
     now = time.time()
     return {
         "topology": settings.topology_id,
-        "report": report_of(records, now).to_json(),
+        "report": report_of(records, now, agent_topics(settings)).to_json(),
         "audit": summary(parse_records(records["audit"])),
         "progress": progress(records["urls"], now),
     }

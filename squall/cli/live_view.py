@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from squall.cli.status import Report, clock, collect, duration
+from squall.cli.status import Report, clock, collect, duration, unassigned_line
 from squall.policy.records import Status
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ def render(report: Report) -> Group:
             f"until {clock(report.waiting_until_s)} (next at {clock(report.waiting_next_s)})",
             style="yellow",
         )
+    if report.unassigned:
+        head.append("\n" + unassigned_line(report.unassigned), style="bold red")
     if report.idle and total:
         head.append("\nidle: nothing due, in flight, unconsumed or waiting", style="green")
     busiest = report.hosts[:TOP_ROWS]
@@ -109,21 +111,56 @@ def watch(
 ) -> int:
     """Refresh the view every ``interval_s`` seconds until Ctrl-C (or, with ``until_idle``, until settled).
 
+    On a terminal the view is redrawn in place (rich); otherwise (piped,
+    redirected to a file) each refresh prints a plain snapshot
+    (:func:`snapshot_text`).
+
     Returns the exit code: 0, or 1 when ``until_idle`` and the crawl did not settle within ``timeout_s``.
     """
     console = console or Console()
+    if not console.is_terminal:
+        return _refresh(settings, lambda r: _print_snapshot(console, r), interval_s, until_idle, timeout_s, max_wait_s)
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        return _refresh(
+            settings, lambda r: live.update(render(r), refresh=True), interval_s, until_idle, timeout_s, max_wait_s
+        )
+
+
+def snapshot_text(report: Report) -> str:
+    """One plain snapshot (no terminal): a ``--- HH:MM:SS`` line, the summary of ``squall status``, whether
+    the crawl is idle, and the busiest hosts (at most :data:`TOP_ROWS`) as ``host fetched/urls``."""
+    lines = [f"--- {clock(report.at_s)}", report.to_text(hosts=False)]
+    if report.idle and report.by_status:
+        lines.append("idle: nothing due, in flight, unconsumed or waiting")
+    if report.hosts:
+        busiest = ", ".join(f"{h['host']} {h['fetched']}/{h['urls']}" for h in report.hosts[:TOP_ROWS])
+        lines.append(f"busiest hosts (fetched/URLs): {busiest}")
+    return "\n".join(lines)
+
+
+def _print_snapshot(console: Console, report: Report) -> None:
+    print(snapshot_text(report), file=console.file, flush=True)
+
+
+def _refresh(
+    settings: Settings,
+    show: Callable[[Report], object],
+    interval_s: float,
+    until_idle: bool,
+    timeout_s: float,
+    max_wait_s: float,
+) -> int:
     deadline = time.monotonic() + timeout_s
     streak = 0
-    with Live(console=console, auto_refresh=False, transient=False) as live:
-        while True:
-            report = asyncio.run(collect(settings))
-            live.update(render(report), refresh=True)
-            streak = streak + 1 if report.settled(max_wait_s) and report.by_status else 0
-            if until_idle and streak >= 2:
-                return 0
-            if until_idle and time.monotonic() > deadline:
-                return 1
-            try:
-                time.sleep(interval_s)
-            except KeyboardInterrupt:
-                return 0
+    while True:
+        report = asyncio.run(collect(settings))
+        show(report)
+        streak = streak + 1 if report.settled(max_wait_s) and report.by_status else 0
+        if until_idle and streak >= 2:
+            return 0
+        if until_idle and time.monotonic() > deadline:
+            return 1
+        try:
+            time.sleep(interval_s)
+        except KeyboardInterrupt:
+            return 0

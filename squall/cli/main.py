@@ -8,6 +8,7 @@ taking the parsed ``argparse.Namespace`` and returning an exit code).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the commands configure no logging: aiokafka's own connection errors would reach Python's last-resort
+    # handler and print before the one line the command ends with (its errors are translated into ours)
+    logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

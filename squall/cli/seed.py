@@ -6,7 +6,8 @@ pairs (StormCrawler's FileSpout format). Each valid line becomes the JSON
 status message ``{"url": ..., "seed": true, "metadata": {...}}`` keyed by
 the URL's partition key (Kafka's default murmur2 partitioner). A malformed
 line is reported with its line number and reason; the rest are seeded.
-Exit code 0 if every line was seeded, 1 if some were rejected.
+Exit code 0 if every line was seeded, 1 if some were rejected, 2 if the file
+cannot be read (or another error stops it before anything is sent).
 """
 
 from __future__ import annotations
@@ -118,7 +119,11 @@ def _seed_command(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.conf)
     normalizer = NormalizerConfig.from_settings(settings)
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
+    try:
+        stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError as exc:  # missing, a directory, unreadable: one line, not a traceback
+        print(f"squall seed: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     with stream:
         parsed = list(parse_seed_lines(stream, normalizer))
     good = [s for s in parsed if s.error is None]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sys
 import time
@@ -24,14 +25,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from squall.net.kafka_security import Broker, KafkaConnection
-from squall.policy.records import Status
+from squall.policy.frontier import HostRecord
+from squall.policy.records import SignalMessage, Status, StatusMessage
 
 if TYPE_CHECKING:
+    from squall.policy.pace import PaceConfig
     from squall.settings import Settings
 
 
 WAITING_STATUSES = (Status.DISCOVERED.value,)  # rescheduled by a Retry-After, robots.txt retry or back-off
 RECENT_WINDOW_S = 60.0  # pages/s "now" is measured over this window (s)
+# a gap without any fetch longer than this (s) is idle time (e.g. waiting for the next seed), not crawl
+# time, for the average pages/s; longer than the delays a polite crawl of a few hosts waits between pages
+IDLE_GAP_S = 120.0
 
 
 @dataclass
@@ -43,8 +49,9 @@ class Report:
     or their host's block is in the future); ``waiting_next_s`` and
     ``waiting_until_s`` are the earliest and the latest of those times
     (None: nothing waits). ``hosts`` has one row per
-    host (see :func:`host_rows`); ``pages_per_s`` is the average since the
-    first fetch, ``pages_per_s_recent`` over the last minute, ``eta_s`` the
+    host (see :func:`host_rows`); ``pages_per_s`` is the average over the
+    time the crawl was active (:func:`active_rate`), ``pages_per_s_recent``
+    over the last minute (:func:`recent_rate`), ``eta_s`` the
     time left for the URLs still to fetch at the recent rate (None when it
     cannot be estimated).
     """
@@ -70,6 +77,9 @@ class Report:
     eta_s: float | None = None
     audit_violations: int = 0
     at_s: float = 0.0
+    workers: int | None = None  # members of the worker group (None: unknown)
+    group_state: str = ""  # the group's state at the broker (Stable, PreparingRebalance, Empty, ...)
+    unassigned: dict[str, list[int]] = field(default_factory=dict)  # agent topic → partitions no worker has
 
     @property
     def idle(self) -> bool:
@@ -113,15 +123,23 @@ class Report:
             "pages_per_s_recent": round(self.pages_per_s_recent, 3),
             "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
             "audit_violations": self.audit_violations,
+            "workers": self.workers,
+            "group_state": self.group_state,
+            "unassigned": self.unassigned,
             "at_s": self.at_s,
         }
 
-    def to_text(self) -> str:
+    def to_text(self, hosts: bool = True) -> str:
+        """What ``squall status`` prints; ``hosts=False`` leaves the per-host table out (a snapshot line set)."""
         lines = [
             f"URLs: {sum(self.by_status.values())}   due now: {self.due_now}   in flight: {self.in_flight}   "
             f"unconsumed: {sum(self.lag.values())}   dead letters: {self.deadletters}"
         ]
         lines.append("  " + "  ".join(f"{s.value}={self.by_status.get(s.value, 0)}" for s in Status))
+        if self.workers is not None:
+            lines.append(f"workers: {self.workers} ({self.group_state or 'no group'})")
+        if self.unassigned:
+            lines.append(unassigned_line(self.unassigned))
         if self.waiting:
             lines.append(
                 f"waiting: {self.waiting} URLs (Retry-After, robots.txt retry or back-off) "
@@ -147,10 +165,39 @@ class Report:
             lines.append(
                 f"robots.txt cut at http.robots.content.limit: {len(self.robots_truncated)} origin(s) ({shown})"
             )
+        if not hosts:
+            return "\n".join(lines)
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
         return "\n".join(lines)
+
+
+def unassigned_line(unassigned: Mapping[str, list[int]]) -> str:
+    """The warning line of topics the agents consume that no worker of the group was assigned."""
+    shown = ", ".join(f"{t} {sorted(p)}" for t, p in sorted(unassigned.items()))
+    return (
+        f"NOT ASSIGNED to any worker: {shown} (the group formed before the topic was in the broker's metadata; "
+        "the workers rejoin by themselves, else restart one)"
+    )
+
+
+def unassigned_partitions(
+    needed: Mapping[str, int], state: str, members: Mapping[str, Mapping[str, list[int]]]
+) -> dict[str, list[int]]:
+    """Partitions of ``needed`` (topic → partition count) that no member of a Stable group was assigned.
+
+    ``members``: member id → topic → partitions. Only a Stable group with
+    members is judged (during a rebalance nothing is assigned yet).
+    """
+    if state != "Stable" or not members:
+        return {}
+    held: dict[str, set[int]] = defaultdict(set)
+    for assignment in members.values():
+        for topic, partitions in assignment.items():
+            held[topic].update(partitions)
+    out = {t: sorted(set(range(n)) - held[t]) for t, n in needed.items()}
+    return {t: p for t, p in out.items() if p}
 
 
 def clock(at_s: float | None) -> str:
@@ -220,13 +267,35 @@ def build_report(
     return report
 
 
+def recent_rate(fetched_at: list[float], now_s: float, window_s: float = RECENT_WINDOW_S) -> float:
+    """Pages per second over the last ``window_s`` seconds before ``now_s`` (times: Unix s).
+
+    Divided by the time the window really covers — from its first fetch to
+    ``now_s``, at least 1 s — not by the whole window: 40 pages in a crawl
+    that began 10 s ago are 4 pages/s, not 0.67. A crawl that stopped inside
+    the window is diluted as it should be (its first fetch is then early).
+    """
+    recent = [t for t in fetched_at if now_s - window_s <= t <= now_s]
+    if not recent:
+        return 0.0
+    return len(recent) / max(now_s - min(recent), 1.0)
+
+
+def active_rate(fetched_at: list[float], idle_gap_s: float = IDLE_GAP_S) -> float:
+    """Pages per second over the time the crawl was active: gaps between two fetches longer than
+    ``idle_gap_s`` (s; an idle crawl waiting for its next seed) are left out. At least 1 s of activity."""
+    times = sorted(fetched_at)
+    if not times:
+        return 0.0
+    active_s = sum(gap for a, b in itertools.pairwise(times) if (gap := b - a) <= idle_gap_s)
+    return len(times) / max(active_s, 1.0)
+
+
 def _rates(report: Report, fetched_at: list[float], now_s: float) -> None:
     if not fetched_at:
         return
-    first, last = min(fetched_at), max(fetched_at)
-    report.pages_per_s = len(fetched_at) / max(last - first, 1.0)
-    recent = [t for t in fetched_at if t >= now_s - RECENT_WINDOW_S]
-    report.pages_per_s_recent = len(recent) / min(RECENT_WINDOW_S, max(now_s - first, 1.0))
+    report.pages_per_s = active_rate(fetched_at)
+    report.pages_per_s_recent = recent_rate(fetched_at, now_s)
     left = report.by_status.get(Status.DISCOVERED.value, 0)
     if left == 0:
         report.eta_s = 0.0
@@ -331,35 +400,132 @@ async def latest_records(bootstrap: Broker, topic: str) -> dict[str, dict[str, A
     return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
 
 
-async def _lag(settings: Settings) -> dict[str, int]:
+async def _committed(settings: Settings, conn: KafkaConnection | None = None) -> dict[tuple[str, int], int] | None:
+    """The worker group's committed offsets ((topic, partition) → offset); None when the broker cannot tell.
+
+    ``conn``: how to reach the broker (default: ``settings``' :class:`KafkaConnection`).
+    """
     from aiokafka.admin import AIOKafkaAdminClient
-
-    from squall.policy.topics import topic_name
-    from squall.tools.kafka_admin import end_offsets
-
-    bootstrap = KafkaConnection.from_settings(settings)
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(**bootstrap.client_kwargs())
+    admin = AIOKafkaAdminClient(**(conn or KafkaConnection.from_settings(settings)).client_kwargs())
     try:
         await admin.start()
         committed = await admin.list_consumer_group_offsets(settings.topology_id)
-    except KafkaError:  # e.g. the group coordinator is not ready yet: unknown counts as busy
-        return {"unknown": 1}
+    except KafkaError:  # e.g. the group coordinator is not ready yet
+        return None
     finally:
         await admin.close()
+    return {(tp.topic, tp.partition): m.offset for tp, m in committed.items() if m.offset >= 0}
+
+
+async def _lag(
+    settings: Settings, committed: Mapping[tuple[str, int], int] | None, conn: KafkaConnection | None = None
+) -> dict[str, int]:
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import end_offsets
+
+    if committed is None:  # unknown counts as busy
+        return {"unknown": 1}
+    conn = conn or KafkaConnection.from_settings(settings)
     lag: dict[str, int] = {}
     for suffix in ("status", "fetch", "signals"):
         topic = topic_name(settings, suffix)
-        ends = await end_offsets(bootstrap, topic, missing_ok=True)
-        total = 0
-        for partition, end in ends.items():
-            done = next(
-                (m.offset for tp, m in committed.items() if tp.topic == topic and tp.partition == partition), -1
-            )
-            total += end - max(done, 0)
-        lag[suffix] = total
+        ends = await end_offsets(conn, topic, missing_ok=True)
+        lag[suffix] = sum(end - committed.get((topic, partition), 0) for partition, end in ends.items())
     return lag
+
+
+async def unapplied_signals(
+    settings: Settings, committed: Mapping[tuple[str, int], int], conn: KafkaConnection | None = None
+) -> list[SignalMessage]:
+    """The signals the worker group has not consumed yet (after its committed offsets), oldest first per partition.
+
+    A fetch result carries its signal (the status topic); a signal with no
+    result travels alone (the signals topic). A worker that stops cleanly
+    hands the URLs waiting at its fetcher back, each with its signal, and
+    leaves the group before they are applied: until a worker owns those
+    partitions again, the hosts changelog still lists the hand-outs in
+    flight (:func:`apply_unapplied`).
+    """
+    from squall.errors import MessageError
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import read_partitioned
+
+    conn = conn or KafkaConnection.from_settings(settings)
+    out: list[SignalMessage] = []
+    for suffix in ("status", "signals"):
+        topic = topic_name(settings, suffix)
+        starts = {partition: offset for (t, partition), offset in committed.items() if t == topic}
+        async for _partition, _key, value in read_partitioned(conn, topic, missing_ok=True, starts=starts):
+            if value is None or (suffix == "status" and b'"signal"' not in value):
+                continue
+            try:
+                signal = (
+                    SignalMessage.from_bytes(value) if suffix == "signals" else StatusMessage.from_bytes(value).signal
+                )
+            except MessageError:  # the agent dead-letters it; nothing to apply
+                continue
+            if signal is not None:
+                out.append(signal)
+    return out
+
+
+def apply_unapplied(
+    hosts: Mapping[str, Mapping[str, Any]], signals: list[SignalMessage], config: PaceConfig, remembered: int
+) -> dict[str, dict[str, Any]]:
+    """``hosts`` (key → HostRecord dict) as the regulator will make them once it applies ``signals``.
+
+    The same :func:`squall.policy.host_pacing.apply_signal` the regulator
+    calls: a hand-out answered on the signals topic is no longer in flight,
+    even when no worker has applied the answer yet. A record that does not
+    decode is left as it is.
+    """
+    from squall.policy.host_pacing import apply_signal
+
+    out = {k: dict(v) for k, v in hosts.items()}
+    for signal in signals:
+        raw = out.get(signal.key)
+        try:
+            host = HostRecord(key=signal.key) if raw is None else HostRecord.from_dict(raw)
+            out[signal.key] = apply_signal(host, signal, config, remembered).to_dict()
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out
+
+
+async def group_members(
+    settings: Settings, conn: KafkaConnection | None = None
+) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
+    """The worker group's state and each member's assignment (member id → topic → partitions).
+
+    Read from the group coordinator (DescribeGroups) through ``conn`` (default:
+    ``settings``' :class:`KafkaConnection`); None when the broker cannot tell
+    (no coordinator yet, an outage).
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.coordinator.protocol import ConsumerProtocol
+    from aiokafka.errors import KafkaError
+
+    admin = AIOKafkaAdminClient(**(conn or KafkaConnection.from_settings(settings)).client_kwargs())
+    try:
+        await admin.start()
+        responses = await admin.describe_consumer_groups([settings.topology_id])
+    except KafkaError:
+        return None
+    finally:
+        await admin.close()
+    for response in responses:
+        for group in response.to_object()["groups"]:
+            if group.get("group", group.get("group_id")) != settings.topology_id or group["error_code"]:
+                continue
+            members: dict[str, dict[str, list[int]]] = {}
+            for member in group["members"]:
+                raw = member["member_assignment"]
+                assignment = ConsumerProtocol.ASSIGNMENT.decode(raw).assignment if raw else []
+                members[member["member_id"]] = {topic: list(partitions) for topic, partitions in assignment}
+            return str(group.get("state", group.get("group_state", ""))), members
+    return None
 
 
 async def collect_records(settings: Settings) -> dict[str, Any]:
@@ -375,13 +541,28 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
     out["deadletters"] = sum(
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
     )
-    out["lag"] = await _lag(settings)
+    committed = await _committed(settings, bootstrap)
+    out["lag"] = await _lag(settings, committed, bootstrap)
+    if committed is not None and (out["lag"].get("signals") or out["lag"].get("status")):
+        from squall.policy.pace import PaceConfig
+
+        out["hosts"] = apply_unapplied(
+            out["hosts"],
+            await unapplied_signals(settings, committed, bootstrap),
+            PaceConfig.from_settings(settings),
+            settings.frontier_signals_remembered,
+        )
+    out["group"] = await group_members(settings, bootstrap)
     return out
 
 
-def report_of(records: Mapping[str, Any], now_s: float) -> Report:
-    """The :class:`Report` of :func:`collect_records`' result at ``now_s``."""
-    return build_report(
+def report_of(records: Mapping[str, Any], now_s: float, needed: Mapping[str, int] | None = None) -> Report:
+    """The :class:`Report` of :func:`collect_records`' result at ``now_s``.
+
+    ``needed``: the topics the agents consume (topic → partitions), judged
+    against the group's assignment (``records["group"]``, when known).
+    """
+    report = build_report(
         records["urls"],
         records["hosts"],
         now_s,
@@ -390,11 +571,19 @@ def report_of(records: Mapping[str, Any], now_s: float) -> Report:
         audits=records["audit"],
         robots=records["robots"],
     )
+    group = records.get("group")
+    if group is not None:
+        state, members = group
+        report.workers, report.group_state = len(members), state
+        report.unassigned = unassigned_partitions(needed or {}, state, members)
+    return report
 
 
 async def collect(settings: Settings) -> Report:
-    """Read the changelogs and group offsets of ``settings``' topology into a :class:`Report`."""
-    return report_of(await collect_records(settings), time.time())
+    """Read the changelogs, group offsets and assignment of ``settings``' topology into a :class:`Report`."""
+    from squall.policy.topics import agent_topics
+
+    return report_of(await collect_records(settings), time.time(), agent_topics(settings))
 
 
 async def wait_idle(settings: Settings, timeout_s: float, poll_s: float = 1.0, max_wait_s: float = 3600.0) -> Report:

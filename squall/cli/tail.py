@@ -16,7 +16,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from squall.net.kafka_security import Broker, KafkaConnection
@@ -33,6 +33,29 @@ def resolve_topic(settings: Settings, name: str) -> str:
     if name in TABLES:
         return changelog_name(settings, name)
     return name
+
+
+def unknown_topic_message(topic: str, existing: Iterable[str], topology_id: str) -> str:
+    """The one line ``squall tail`` ends with when ``topic`` does not exist: it names the topics that do.
+
+    The topology's own topics (``<topology_id>-...``) are shown as the short
+    names ``squall tail`` takes; without any, every non-internal topic.
+    """
+    prefix = f"{topology_id}-"
+    ours = sorted(t[len(prefix) :] for t in existing if t.startswith(prefix) and "__" not in t)
+    if ours:
+        shown = ", ".join(_short(t) for t in ours)
+        return f"topic {topic} not found; topology.id {topology_id!r} has: {shown}"
+    others = sorted(t for t in existing if not t.startswith("__"))
+    return f"topic {topic} not found; no topic of topology.id {topology_id!r} exists" + (
+        f" (the broker has: {', '.join(others)})" if others else " (the broker has none)"
+    )
+
+
+def _short(suffix: str) -> str:
+    """``urls-changelog`` → ``urls`` (what ``squall tail`` takes for a table), else the suffix itself."""
+    table = suffix.removesuffix("-changelog")
+    return table if table in TABLES and suffix != table else suffix
 
 
 def decode(key: bytes | None, value: bytes | None) -> dict[str, Any]:
@@ -67,17 +90,29 @@ async def follow(
     max_messages: int = 0,
     timeout_s: float = 0.0,
     as_json: bool = False,
+    topology_id: str = "",
 ) -> int:
     """Print the records of ``topic`` as they arrive; returns how many were printed.
 
     Stops after ``max_messages`` (0 = never) or ``timeout_s`` seconds without a record (0 = never).
+
+    Raises:
+        UnknownTopic: ``topic`` does not exist, or this user may not see it (an ACL): the message names
+            those of ``topology_id`` that it sees.
+        KafkaAccessError: the broker refused the credentials, the TLS handshake or the read (an ACL).
+        KafkaSetupError: no broker answers.
     """
     from aiokafka import AIOKafkaConsumer
 
-    from squall.errors import KafkaSetupError
+    from squall.errors import KafkaSetupError, UnknownTopic
     from squall.net.kafka_security import as_connection, check_access, quiet_client_log, refusals
+    from squall.tools.kafka_admin import topic_partition_counts
 
     conn = as_connection(bootstrap)
+    existing = await topic_partition_counts(conn)  # a refused login or TLS handshake: its one line
+    if topic not in existing:  # the consumer would wait for it forever, logging an error ~9 times a second
+        raise UnknownTopic(unknown_topic_message(topic, existing, topology_id))
+
     consumer = AIOKafkaConsumer(
         topic,
         **conn.client_kwargs(),
@@ -139,6 +174,7 @@ def _tail_command(args: argparse.Namespace) -> int:
             max_messages=args.max,
             timeout_s=args.timeout,
             as_json=args.json,
+            topology_id=settings.topology_id,
         )
     )
     return 0

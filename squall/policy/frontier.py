@@ -352,6 +352,23 @@ class DueIndex:
             self._reschedule(queue)
         return out
 
+    def take(self, key: str, now_s: float, n: int) -> list[str]:
+        """Take up to ``n`` due URLs of queue ``key`` (highest priority, then earliest due), whatever its ticket.
+
+        For a hand-out decided outside :meth:`pop_due` (the queue's result
+        just freed a place): like :meth:`pop_due`, the queue is then not
+        eligible (INF) until :meth:`set_host_ready` is called again. ``[]``:
+        the queue has no URL due at ``now_s`` (nothing changes).
+        """
+        queue = self._queues.get(key)
+        if queue is None or not queue.live:
+            return []
+        urls = self._take_urls(queue, now_s, n)
+        if urls:
+            queue.ready_s = INF
+            self._reschedule(queue)
+        return urls
+
     def drop(self) -> None:
         """Forget everything (the partition was revoked)."""
         self._reset()

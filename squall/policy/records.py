@@ -192,6 +192,14 @@ class StatusMessage:
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
     (``partition.url.mode: byIP``; never in a batch); absent otherwise.
+    ``signal``: the pace report of the hand-out this result ends (a
+    :class:`SignalMessage` object, same key), carried by the fetcher's
+    result of the handed-out URL itself, so the status updater applies the
+    result and frees the hand-out's place in one event and one hosts-table
+    write; absent on every other message. ``discovered``: with a result,
+    the page's outlinks of the result's own partition (a DISCOVERED batch
+    message object, applied before the result in the same event); absent
+    otherwise.
 
     A batch of outlinks of one page to one Kafka partition (what the parse
     step sends: one message per partition instead of one per link) is a
@@ -229,9 +237,14 @@ class StatusMessage:
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
     moved: dict[str, Any] | None = None
+    signal: SignalMessage | None = None
+    discovered: StatusMessage | None = None
 
     def to_bytes(self) -> bytes:
         """UTF-8 JSON; fields that are None, or an empty ``more_urls``/``rejected``, are left out."""
+        return json.dumps(self._to_dict(), separators=(",", ":")).encode()
+
+    def _to_dict(self) -> dict[str, Any]:
         # built by hand: dataclasses.asdict deep-copies every list and dict (a profile's top entry)
         obj = {name: getattr(self, name) for name in _STATUS_FIELDS}
         obj["status"] = self.status.value
@@ -242,7 +255,11 @@ class StatusMessage:
                 del obj[name]
         if self.rejected:
             obj["rejected"] = {key: {r.value: n for r, n in counts.items()} for key, counts in self.rejected.items()}
-        return json.dumps({k: v for k, v in obj.items() if v is not None}, separators=(",", ":")).encode()
+        if self.signal is not None:
+            obj["signal"] = self.signal.to_dict()
+        if self.discovered is not None:
+            obj["discovered"] = self.discovered._to_dict()
+        return {k: v for k, v in obj.items() if v is not None}
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> StatusMessage:
@@ -250,11 +267,16 @@ class StatusMessage:
 
         Raises:
             MessageError: not JSON, not an object, no string ``url``, unknown
-                status or reason, a field of the wrong type, or a DISCOVERED
+                status or reason, a field of the wrong type, a DISCOVERED
                 result (``fetched_at_s`` set) whose reason is not a
-                "not attempted" one.
+                "not attempted" one, or a ``signal`` / ``discovered`` on a
+                message that is not a result (or a ``discovered`` that is not
+                a plain DISCOVERED message).
         """
-        obj = _decode_object(raw)
+        return cls._from_dict(_decode_object(raw))
+
+    @classmethod
+    def _from_dict(cls, obj: dict[str, Any]) -> StatusMessage:
         url = obj.get("url")
         if not isinstance(url, str) or not url:
             raise MessageError("status message needs a non-empty string 'url'")
@@ -319,6 +341,19 @@ class StatusMessage:
             ):
                 raise MessageError("field 'rejected' must map partition keys to Reason values to positive counts")
             kwargs["rejected"] = {key: {Reason.of(r): n for r, n in counts.items()} for key, counts in rejected.items()}
+        signal = obj.get("signal")
+        if signal is not None:
+            if kwargs.get("fetched_at_s") is None:
+                raise MessageError("'signal' is only for fetcher results (with fetched_at_s)")
+            kwargs["signal"] = SignalMessage.from_dict(signal)
+        discovered = obj.get("discovered")
+        if discovered is not None:
+            if kwargs.get("fetched_at_s") is None or not isinstance(discovered, dict):
+                raise MessageError("'discovered' is an object, only for fetcher results (with fetched_at_s)")
+            batch = cls._from_dict(discovered)
+            if batch.fetched_at_s is not None or batch.status is not Status.DISCOVERED or batch.discovered is not None:
+                raise MessageError("'discovered' must be a DISCOVERED message without fetched_at_s")
+            kwargs["discovered"] = batch
         return cls(url=url, status=status, metadata=metadata, **kwargs)
 
     def urls(self) -> list[str]:
@@ -414,12 +449,32 @@ class SignalMessage:
     robots_crawl_delay_s: int | None = None
     handed_out_at_s: float | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this signal (None fields left out)."""
+        return _clean(asdict(self))
+
     def to_bytes(self) -> bytes:
-        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> SignalMessage:
-        obj = _decode_object(raw)
+        """Decode one signals-topic message.
+
+        Raises:
+            MessageError: not a JSON object, or see :meth:`from_dict`.
+        """
+        return cls.from_dict(_decode_object(raw))
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> SignalMessage:
+        """Decode a signal object (alone on the signals topic, or inside a status message).
+
+        Raises:
+            MessageError: not an object, a field missing or of the wrong type,
+                an unknown kind, or a non-finite time.
+        """
+        if not isinstance(obj, dict):
+            raise MessageError("a signal must be a JSON object")
         try:
 
             def opt(name: str, kind: type) -> Any:

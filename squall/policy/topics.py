@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter")
 TABLES = ("urls", "hosts", "robots", "audit")
+AGENT_TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks")  # the topics the agents consume
 
 
 def topic_name(settings: Settings, suffix: str) -> str:
@@ -30,3 +31,8 @@ def all_topics(settings: Settings) -> dict[str, int]:
     n = settings.topology_partitions
     names = [topic_name(settings, s) for s in TOPIC_SUFFIXES] + [changelog_name(settings, t) for t in TABLES]
     return {name: n for name in names}
+
+
+def agent_topics(settings: Settings) -> dict[str, int]:
+    """The topics the agents consume → their partition count: every partition must be some worker's."""
+    return {topic_name(settings, s): settings.topology_partitions for s in AGENT_TOPIC_SUFFIXES}

@@ -353,6 +353,10 @@ class SettingsFields:
     #: The table scans behind the /metrics gauges are reused for this long (s)
     #: between scrapes (a scrape more often than this sees the same numbers).
     metrics_scan_cache_secs: float = field(metadata={"key": "metrics.scan.cache.secs"})
+    #: Every this many seconds a worker logs one progress line at -l info: pages
+    #: fetched, pages/s over the last minute, URLs due, hand-outs in flight and
+    #: politeness audit violations (this worker's; 0 = no progress line).
+    metrics_log_interval_secs: float = field(metadata={"key": "metrics.log.interval.secs"})
 
     # ---- rendering (headless Chromium, seed 002 6e)
     #: Render JavaScript pages in headless Chromium (scripts/install-browser.sh

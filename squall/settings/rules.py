@@ -81,6 +81,7 @@ NOT_NEGATIVE = (
     "frontier.takeover.grace.secs",
     "audit.tolerance.secs",
     "metrics.hosts.top",
+    "metrics.log.interval.secs",
     "http.robots.refresh.ahead.secs",
     "http.robots.unreachable.grace.secs",
     "render.max.requests",

@@ -158,10 +158,13 @@ def spawn(
     return proc
 
 
-def stop(proc: subprocess.Popen[bytes], *, kill: bool = False, timeout_s: float = 60.0) -> None:
-    """Stop a :func:`spawn` process and its group: SIGTERM and wait (SIGKILL after ``timeout_s``), or SIGKILL."""
+def stop(
+    proc: subprocess.Popen[bytes], *, kill: bool = False, timeout_s: float = 60.0, sig: signal.Signals | None = None
+) -> None:
+    """Stop a :func:`spawn` process and its group: SIGTERM (or ``sig``) and wait (SIGKILL after ``timeout_s``),
+    or SIGKILL."""
     if proc.poll() is None:
-        _signal_group(proc, signal.SIGKILL if kill else signal.SIGTERM)
+        _signal_group(proc, signal.SIGKILL if kill else (sig or signal.SIGTERM))
         try:
             proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -218,6 +221,7 @@ class Crawl:
         cwd: Path | None = None,
         datadir: Path | None = None,
         datadir_option: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start ``faust -A topology --datadir DIR worker`` (its own data dir and log file) and return the process.
 
@@ -227,12 +231,13 @@ class Crawl:
         changelogs); ``cwd`` runs it from another directory than the
         repository root; ``datadir`` overrides :meth:`datadir` (e.g. to share
         one on purpose); ``datadir_option=False`` leaves ``--datadir`` out
-        (``topology.data.dir`` applies).
+        (``topology.data.dir`` applies); ``env`` adds environment variables
+        (e.g. a test hook such as ``SQUALL_TEST_LATE_TOPICS``).
         """
         datadir = datadir or self.datadir(name)
         if wipe:
             shutil.rmtree(datadir, ignore_errors=True)
-        env = dict(self._env, SQUALL_CONF=str(self.conf_path))
+        env = dict(self._env, SQUALL_CONF=str(self.conf_path), **(env or {}))
         log = open(self.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 (closed once the worker has it)
         cmd = [
             sys.executable,
@@ -253,9 +258,17 @@ class Crawl:
         self.workers[name] = proc
         return proc
 
-    def stop_worker(self, name: str, *, kill: bool = False, timeout_s: float = 60.0) -> None:
-        """Stop one worker: SIGTERM and wait (a clean shutdown commits offsets), or SIGKILL at once."""
-        stop(self.workers.pop(name), kill=kill, timeout_s=timeout_s)
+    def log_text(self, name: str) -> str:
+        """What worker ``name`` wrote to its log file so far (every run of that name)."""
+        path = self.workdir / f"worker-{name}.log"
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+    def stop_worker(
+        self, name: str, *, kill: bool = False, timeout_s: float = 60.0, sig: signal.Signals | None = None
+    ) -> None:
+        """Stop one worker: SIGTERM (or ``sig``, e.g. SIGINT) and wait — a clean shutdown commits
+        offsets —, or SIGKILL at once."""
+        stop(self.workers.pop(name), kill=kill, timeout_s=timeout_s, sig=sig)
 
     def stop(self) -> None:
         """Stop every worker still running."""

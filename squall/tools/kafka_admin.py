@@ -205,6 +205,17 @@ def _consumer(broker: Broker) -> contextlib.AbstractAsyncContextManager[AIOKafka
     return _running(consumer, conn, consumer.stop)
 
 
+async def topic_partition_counts(bootstrap: Broker) -> dict[str, int]:
+    """Every topic at ``bootstrap`` (Kafka's internal ones too) → its partition count, never auto-creating one.
+
+    Raises:
+        KafkaAccessError: the broker refused the credentials, the TLS handshake or the request (an ACL).
+        KafkaSetupError: no broker answers.
+    """
+    async with _admin(bootstrap) as admin:
+        return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None) if t["error_code"] == 0}
+
+
 async def _partitions(bootstrap: Broker, topic: str) -> list[TopicPartition] | None:
     """The partitions of ``topic`` (None if it does not exist), never auto-creating it."""
     async with _admin(bootstrap) as admin:
@@ -250,10 +261,13 @@ async def read_partitioned(
     topic: str,
     missing_ok: bool = False,
     idle_timeout_s: float = 30.0,
+    starts: Mapping[int, int] | None = None,
 ) -> AsyncIterator[tuple[int, bytes | None, bytes | None]]:
     """Yield ``(partition, key, value)`` of every record of ``topic``, oldest first per partition.
 
-    Reads every partition from its beginning up to the end offsets captured
+    Reads every partition from its beginning (or from ``starts``: partition →
+    offset, e.g. a group's committed offsets; a partition not in it, or whose
+    offset is gone, from its beginning) up to the end offsets captured
     when the read starts, then stops (records produced later are not read).
     Records of different partitions interleave. No consumer group is used and
     nothing is committed. Compacted topics are fine: offset gaps are skipped;
@@ -271,12 +285,14 @@ async def read_partitioned(
         raise KafkaSetupError(f"topic {topic!r} does not exist at {as_connection(bootstrap).bootstrap}")
     async with _consumer(bootstrap) as consumer:
         ends = await consumer.end_offsets(tps)
-        starts = await consumer.beginning_offsets(tps)
-        pending = {tp for tp in tps if ends[tp] > starts[tp]}
+        beginnings = await consumer.beginning_offsets(tps)
+        first = {tp: max(beginnings[tp], (starts or {}).get(tp.partition, 0)) for tp in tps}
+        pending = {tp for tp in tps if ends[tp] > first[tp]}
         if not pending:
             return
         consumer.assign(list(pending))
-        await consumer.seek_to_beginning(*pending)
+        for tp in pending:
+            consumer.seek(tp, first[tp])
         loop = asyncio.get_running_loop()
         last_progress = loop.time()
         while pending:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import socket
 import warnings
+from collections.abc import Mapping
 
 import faust
 import faust.exceptions
@@ -22,14 +24,24 @@ from squall.settings import Settings
 from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
+from squall.worker.topic_setup import plan_of, prepare_topics
 
 
 class SquallWorker(faust.Worker):
-    """faust.Worker that chooses and locks the table directory before anything starts (squall.worker.datadir).
+    """faust.Worker that prepares what the worker needs before anything starts, each failure one line.
 
-    Not at import: ``faust -A topology --datadir DIR worker`` imports this
-    module before Faust's command line exports ``F_DATADIR``. A directory in
-    use (or not creatable) stops the worker with one line, before its banner.
+    In order, before the banner: the table directory is chosen and locked
+    (:mod:`squall.worker.datadir`; not at import: ``faust -A topology --datadir
+    DIR worker`` imports this module before Faust's command line exports
+    ``F_DATADIR``) — a directory in use or not creatable stops the worker; the
+    web port (``topology.web.port`` or ``--web-port``) must be free; a secured
+    broker must accept the worker's credentials and TLS handshake
+    (:func:`check_broker_access`); every topic of the topology is created and
+    listed in the broker's metadata before the consumer joins the group
+    (:mod:`squall.worker.topic_setup`), through the same
+    :class:`~squall.net.kafka_security.KafkaConnection` as Faust's clients.
+    Then Faust starts (:meth:`start`: an operation the broker refuses ends it
+    with one line too).
     """
 
     def __init__(self, app: SquallApp, *args, **kwargs) -> None:
@@ -45,7 +57,16 @@ class SquallWorker(faust.Worker):
             app.conf.consumer_group_instance_id = group_instance_id(  # type: ignore[assignment]  # None: dynamic
                 settings.kafka_group_instance_id, socket.gethostname(), path
             )
-        check_broker_access(settings)
+        if app.conf.web_enabled:
+            check_web_port(app.conf.web_bind, app.conf.web_port)
+        conn = KafkaConnection.from_settings(settings)
+        check_broker_access(conn)  # a refused login or TLS handshake: one line, before any client retries it
+        prepare_topics(
+            conn,
+            plan_of(app.squall_topics, faust_topics(app)),
+            settings.topology_replication_factor,
+            settings.topology_id,
+        )
         # a broker outage logged as a few lines, not one ERROR per attempt (squall.worker.outage_log)
         self.outage_filter = install_outage_filter(
             settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
@@ -68,15 +89,16 @@ class SquallWorker(faust.Worker):
             raise SystemExit(f"squall: {refused}") from None
 
 
-def check_broker_access(settings: Settings, timeout_s: float = 10.0) -> None:
+def check_broker_access(conn: KafkaConnection, timeout_s: float = 10.0) -> None:
     """Stop the worker with one line if a secured broker refuses its credentials or TLS handshake.
 
     Without this, aiokafka logs every refused attempt and Faust retries (or
-    dies with a traceback). Only a refusal stops the worker: a broker that
-    does not answer yet is waited for, as on a PLAINTEXT broker. Runs on its
-    own event loop in a thread (the worker's loop is not running yet).
+    dies with a traceback). Only a refusal stops the worker here: a broker
+    that does not answer is left to the topic setup that follows
+    (:func:`squall.worker.topic_setup.prepare_topics`), which says so in one
+    line, as on a PLAINTEXT broker. Runs on its own event loop in a thread
+    (the worker's loop is not running yet).
     """
-    conn = KafkaConnection.from_settings(settings)
     if conn.protocol == "PLAINTEXT":
         return
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -85,13 +107,47 @@ def check_broker_access(settings: Settings, timeout_s: float = 10.0) -> None:
         except KafkaAccessError as exc:
             raise SystemExit(f"squall: {exc}") from None
         except KafkaSetupError:
-            pass  # not reachable (yet): Faust waits for it
+            pass  # not reachable: prepare_topics says so
 
 
 class SquallApp(faust.App):
     """faust.App on :class:`squall.worker.kafka_consumer.Transport` (commits never pass an unacknowledged offset)."""
 
     squall_settings: Settings  # the loaded configuration, set by topology/ at import, read by SquallWorker
+    squall_topics: Mapping[str, int] = {}  # topic name → partitions (not the changelogs), set by topology/
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)
+
+
+def faust_topics(app: faust.App) -> list[faust.types.TopicT]:
+    """The topics Faust creates by itself: each table's changelog and (unless disabled) the leader topic."""
+    topics = [table.changelog_topic for table in app.tables.values()]
+    if not app.conf.topic_disable_leader:
+        topics.append(app._leader_assignor._leader_topic)  # type: ignore[attr-defined]  # faust-streaming 0.15
+    return topics
+
+
+def check_web_port(host: str, port: int) -> None:
+    """Stop with one line when ``host:port`` (the worker's web server) is taken.
+
+    Faust binds it only after the tables are recovered, and a port in use
+    then ends the worker in a long OSError traceback.
+
+    Raises:
+        SystemExit: the port is in use (or cannot be bound), naming ``topology.web.port``.
+    """
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            why = (
+                "is in use (another worker on this machine?)"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot be bound ({exc.strerror})"
+            )
+            raise SystemExit(
+                f"squall: topology.web.port: port {port} on {host} {why}; give each worker its own "
+                "topology.web.port (or --web-port N), or start it with --without-web"
+            ) from None

@@ -36,6 +36,12 @@
    to :attr:`Consumer.lease`, which the fetcher asks before it starts a
    request (:mod:`squall.policy.lease`).
 
+5. **No assignment without a subscribed topic.** After each rebalance the
+   consumer thread compares the assignment with the subscription
+   (:func:`squall.worker.topic_setup.missing_from_assignment`); a topic the
+   leader left out (not in its metadata yet) makes it refresh the metadata
+   and rejoin the group until the topic is in (invariant 7).
+
 The hooks are private Faust API (``_filter_committable_offsets``,
 ``on_partitions_revoked`` and ``ack``), pinned by tests/unit/test_kafka_consumer.py.
 """
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -55,6 +62,7 @@ from mode import Service
 from squall.policy.lease import Fence
 from squall.worker.group_lease import GroupLease
 from squall.worker.offset_commit import StuckWatch, committable_offset
+from squall.worker.topic_setup import LATE_TOPICS_ENV, is_late, late_topics, missing_from_assignment
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +251,10 @@ class Consumer(aiokafka_driver.Consumer):
 
 
 class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
-    """Faust's consumer thread, whose group coordinator reports to the consumer's lease (fix 4)."""
+    """Faust's consumer thread, whose group coordinator reports to the consumer's lease (fix 4)
+    and which rejoins when the assignment misses a subscribed topic (fix 5)."""
+
+    REJOIN_RETRY_S: ClassVar[float] = 1.0  # between two metadata refreshes while a topic is still missing (s)
 
     async def on_start(self) -> None:
         await super().on_start()
@@ -252,8 +263,62 @@ class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
         if lease is not None and coordinator is not None and hasattr(coordinator, "_send_req"):  # a group
             lease.watch(coordinator)
 
+    _rejoining: asyncio.Task | None = None
+
+    async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
+        consumer = self._consumer
+        app = self.consumer.app
+        plain = getattr(app, "squall_topics", {})  # SquallApp's
+        copartitioned = [*plain, *(t.changelog_topic.get_topic_name() for t in app.tables.values())]
+        missing = missing_from_assignment(copartitioned, consumer.subscription(), assigned) if consumer else set()
+        if missing and (self._rejoining is None or self._rejoining.done()):
+            # not awaited: the rebalance callback must return for the rejoin to happen
+            self._rejoining = asyncio.get_running_loop().create_task(self._rejoin_for(missing, generation_id))
+        await super().on_partitions_assigned(assigned, generation_id)
+
+    async def _rejoin_for(self, missing: set[str], generation_id: int) -> None:
+        """Refresh the metadata until ``missing`` are all in it, then ask the coordinator for a rejoin."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        log.warning(
+            "squall: the group's assignment (generation %d) left out %s (not in the leader's metadata yet): "
+            "refreshing the metadata and rejoining",
+            generation_id,
+            ", ".join(sorted(missing)),
+        )
+        client, coordinator = consumer._client, consumer._coordinator
+        while not self.should_stop and coordinator.generation == generation_id:
+            try:
+                await client.force_metadata_update()
+            except Exception as exc:  # a broker outage: try again
+                log.debug("squall: metadata refresh failed: %s", exc)
+            if all(client.cluster.partitions_for_topic(t) for t in missing):
+                coordinator.request_rejoin()
+                return
+            await asyncio.sleep(self.REJOIN_RETRY_S)
+
 
 class Transport(aiokafka_driver.Transport):
-    """Faust's aiokafka transport with :class:`Consumer`."""
+    """Faust's aiokafka transport with :class:`Consumer`.
+
+    The ``SQUALL_TEST_LATE_TOPICS`` test hook (:func:`squall.worker.topic_setup.late_topics`)
+    defers Faust's creation of the named topics.
+    """
 
     Consumer: ClassVar[Any] = Consumer
+    _late: ClassVar[set[asyncio.Task]] = set()  # the hook's deferred creations (kept referenced)
+
+    async def _create_topic(self, owner: Any, client: Any, topic: str, *args: Any, **kwargs: Any) -> None:
+        suffixes, delay_s = late_topics(os.environ.get(LATE_TOPICS_ENV))
+        if suffixes and is_late(topic, self.app.conf.id, suffixes):
+
+            async def later() -> None:
+                await asyncio.sleep(delay_s)
+                await super(Transport, self)._create_topic(owner, client, topic, *args, **kwargs)
+
+            log.warning("squall: %s: creating %s %g s late", LATE_TOPICS_ENV, topic, delay_s)
+            self._late.add(task := asyncio.get_running_loop().create_task(later()))
+            task.add_done_callback(self._late.discard)
+            return
+        await super()._create_topic(owner, client, topic, *args, **kwargs)

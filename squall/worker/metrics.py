@@ -89,23 +89,53 @@ class RateWindow:
             raise ValueError(f"window must be positive, got {window_s}")
         self.window_s = window_s
         self._times: deque[float] = deque()
-        self._first_s: float | None = None
 
     def add(self, at_s: float) -> None:
         self._times.append(at_s)
-        if self._first_s is None:
-            self._first_s = at_s
 
     def rate(self, now_s: float) -> float:
-        """Events per second in the window ending at ``now_s`` (a shorter window while younger)."""
+        """Events per second in the window ending at ``now_s``.
+
+        Divided by the time the window really covers: from its first event
+        (or the window's start, whichever is later) to ``now_s``, at least 1 s
+        — a crawl that began 10 s ago, or again after an idle spell, is not
+        diluted over the whole window.
+        """
         while self._times and self._times[0] < now_s - self.window_s:
             self._times.popleft()
-        if self._first_s is None:
+        if not self._times:
             return 0.0
-        span = min(self.window_s, max(now_s - self._first_s, 1.0))
-        return len(self._times) / span
+        return len(self._times) / min(self.window_s, max(now_s - self._times[0], 1.0))
+
+    def __len__(self) -> int:
+        """Events kept (those of the last window, as of the last :meth:`rate`)."""
+        return len(self._times)
 
 
 def top_keys(counts: Iterable[tuple[str, int]], n: int) -> list[str]:
     """The ``n`` keys with the highest counts (ties by key), for the per-host series."""
     return [k for k, _ in sorted(counts, key=lambda kv: (-kv[1], kv[0]))[: max(n, 0)]]
+
+
+def counter_total(counter: Counter, **labels: str) -> float:
+    """The sum of ``counter``'s series whose labels include ``labels`` (every series without ``labels``)."""
+    total = 0.0
+    for family in counter.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def progress_line(pages: int, pages_per_s: float, due: int, in_flight: int, violations: int) -> str:
+    """The worker's periodic progress line (``metrics.log.interval.secs``): its own counts since it started.
+
+    ``pages``: pages FETCHED; ``pages_per_s``: over the last minute; ``due``:
+    URLs in its due index (scheduled, waiting for their host's turn);
+    ``in_flight``: hand-outs at its fetcher (waiting for a turn or fetched
+    now); ``violations``: politeness audit violations.
+    """
+    return (
+        f"squall: progress: {pages} pages fetched ({pages_per_s:.2f}/s over the last minute), "
+        f"{due} due, {in_flight} in flight, {violations} politeness violations"
+    )

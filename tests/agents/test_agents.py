@@ -49,12 +49,25 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
     topology.app.finalize()
     topology.app.flow_control.resume()
     record = Sent()
-    for topic in (topology.status_topic, topology.fetch_topic, topology.signals_topic, topology.ticks_topic,
-                  topology.deadletter_topic):
-        def send(*, key: bytes | None = None, value: bytes | None = None, partition: int | None = None,
-                 _name: str = topic.get_topic_name(), **_kw: Any) -> None:
+    for topic in (
+        topology.status_topic,
+        topology.fetch_topic,
+        topology.signals_topic,
+        topology.ticks_topic,
+        topology.deadletter_topic,
+    ):
+
+        def send(
+            *,
+            key: bytes | None = None,
+            value: bytes | None = None,
+            partition: int | None = None,
+            _name: str = topic.get_topic_name(),
+            **_kw: Any,
+        ) -> None:
             decoded = json.loads(value) if value else value
             record.by_topic.setdefault(_name, []).append((key, decoded, partition))
+
         monkeypatch.setattr(topic, "send", _async(send))
     monkeypatch.setattr(agent_runtime.state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
     for table in (topology.urls_table, topology.hosts_table, topology.robots_table):
@@ -65,6 +78,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
 def _async(fn):  # noqa: ANN001, ANN202
     async def wrapper(*args: Any, **kwargs: Any) -> None:
         fn(*args, **kwargs)
+
     return wrapper
 
 
@@ -87,13 +101,19 @@ async def test_the_status_updater_routes_a_message_from_another_partitioner_to_i
     assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [(HOST.encode(), P)]
 
 
-@pytest.mark.parametrize("value", [
-    b"not json", b'{"url": "ftp://x/"}', b'{"no": "url"}', b"\xff\xfe",
-    # an unknown reason or status value, and a "not attempted" result that does not say why: bad input
-    b'{"url": "https://example.com/a", "status": "ERROR", "reason": "robots.maybe", "fetched_at_s": 1.0}',
-    b'{"url": "https://example.com/a", "status": "LOST", "fetched_at_s": 1.0}',
-    b'{"url": "https://example.com/a", "status": "DISCOVERED", "fetched_at_s": 1.0, "retry_after_s": 9.0}',
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"not json",
+        b'{"url": "ftp://x/"}',
+        b'{"no": "url"}',
+        b"\xff\xfe",
+        # an unknown reason or status value, and a "not attempted" result that does not say why: bad input
+        b'{"url": "https://example.com/a", "status": "ERROR", "reason": "robots.maybe", "fetched_at_s": 1.0}',
+        b'{"url": "https://example.com/a", "status": "LOST", "fetched_at_s": 1.0}',
+        b'{"url": "https://example.com/a", "status": "DISCOVERED", "fetched_at_s": 1.0, "retry_after_s": 9.0}',
+    ],
+)
 async def test_the_status_updater_dead_letters_bad_input_and_goes_on(sent: Sent, value: bytes) -> None:
     async with status_updater.test_context() as agent:
         await agent.put(key=b"k", value=value, partition=P)
@@ -121,7 +141,8 @@ async def test_the_spout_hands_out_a_due_url_and_records_it_in_flight(sent: Sent
 
 
 async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_reached_this_worker(
-        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     now = time.time()
     lost, received, mine = "https://example.com/lost", "https://example.com/received", "https://example.com/mine"
     since = now - 10  # owned since 10 s ago: past the grace (frontier.takeover.grace.secs) and the delay
@@ -132,6 +153,7 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: since})
     agent_runtime.state.stranded = {P: {HOST: since + 5}}
     from agents import fetcher
+
     monkeypatch.setattr(fetcher.runtime, "received", lambda url, at_s: url == received)
     async with spout.test_context() as agent:
         await agent.put(key=b"tick", value=b"", partition=P)
@@ -163,9 +185,18 @@ async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_sign
 
 
 async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> None:
-    topology.hosts_table.data[HOST.encode()] = HostRecord(key=HOST).with_handout(["https://example.com/e"], 99.0).to_dict()
-    signal = SignalMessage(key=HOST, url="https://example.com/e", fetch_id="f1", kind=SignalKind.RETRY_AFTER,
-                           at_s=100.0, retry_until_s=190.0, handed_out_at_s=99.0)
+    topology.hosts_table.data[HOST.encode()] = (
+        HostRecord(key=HOST).with_handout(["https://example.com/e"], 99.0).to_dict()
+    )
+    signal = SignalMessage(
+        key=HOST,
+        url="https://example.com/e",
+        fetch_id="f1",
+        kind=SignalKind.RETRY_AFTER,
+        at_s=100.0,
+        retry_until_s=190.0,
+        handed_out_at_s=99.0,
+    )
     async with regulator.test_context() as agent:
         await agent.put(key=HOST.encode(), value=signal.to_bytes(), partition=P)
         await agent.put(key=HOST.encode(), value=signal.to_bytes(), partition=P)  # re-delivered: applied once
@@ -175,7 +206,8 @@ async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> 
 
 
 async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
-        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Trial 9103: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
     import asyncio
 
@@ -192,10 +224,18 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
     await asyncio.sleep(0.05)
     runtime.active[fetcher.fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
-    own = SignalMessage(key=HOST, url=mine, fetch_id="mine1", kind=SignalKind.SUCCESS, at_s=now + 5,
-                        handed_out_at_s=now - 0.5)
-    late = SignalMessage(key=HOST, url=theirs, fetch_id="theirs1", kind=SignalKind.RETRY_AFTER, at_s=now - 0.2,
-                         retry_until_s=now + 30, handed_out_at_s=now - 2)
+    own = SignalMessage(
+        key=HOST, url=mine, fetch_id="mine1", kind=SignalKind.SUCCESS, at_s=now + 5, handed_out_at_s=now - 0.5
+    )
+    late = SignalMessage(
+        key=HOST,
+        url=theirs,
+        fetch_id="theirs1",
+        kind=SignalKind.RETRY_AFTER,
+        at_s=now - 0.2,
+        retry_until_s=now + 30,
+        handed_out_at_s=now - 2,
+    )
     async with regulator.test_context() as agent:
         before = runtime.paces[HOST]
         await agent.put(key=HOST.encode(), value=own.to_bytes(), partition=P)
@@ -206,8 +246,15 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     assert isinstance(handed_back, fetcher.HandBack) and handed_back.until_s >= now + 30
 
 
-@pytest.mark.parametrize("value", [b"{}", b"[1]", b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "nope", "at_s": 1}',
-                                   b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "success", "at_s": "NaN"}'])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"{}",
+        b"[1]",
+        b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "nope", "at_s": 1}',
+        b'{"key": "h", "url": "u", "fetch_id": "f", "kind": "success", "at_s": "NaN"}',
+    ],
+)
 async def test_the_regulator_dead_letters_a_bad_signal_and_goes_on(sent: Sent, value: bytes) -> None:
     good = SignalMessage(key=HOST, url="https://example.com/f", fetch_id="f2", kind=SignalKind.SUCCESS, at_s=5.0)
     async with regulator.test_context() as agent:
@@ -220,8 +267,9 @@ async def test_the_regulator_dead_letters_a_bad_signal_and_goes_on(sent: Sent, v
 # ---------------------------------------------------------------- fetcher
 
 
-async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent: Sent,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agents import fetcher as fetcher_module
 
     async def no_start() -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
@@ -235,42 +283,174 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(sent
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
 
 
-async def test_the_fetcher_sends_the_signal_only_once_the_broker_has_the_status(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker_has_the_outlinks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import asyncio
 
     from agents import fetcher
     from squall.policy.pace import FetchEnded, PaceState
     from squall.policy.records import Status, StatusMessage
 
-    order: list[str] = []
+    order: list[tuple[str, dict]] = []
     delivered: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    async def status_send(**_kw: Any) -> asyncio.Future:
-        order.append("status handed to the producer")
+    async def status_send(*, value: bytes, **_kw: Any) -> asyncio.Future:
+        order.append(("status", json.loads(value)))
         return delivered
 
     async def signal_send(**_kw: Any) -> None:
-        order.append("signal")
+        order.append(("signal", {}))
 
     monkeypatch.setattr(topology.status_topic, "send", status_send)
     monkeypatch.setattr(topology.signals_topic, "send", signal_send)
     msg = FetchMessage(url="https://example.com/s", key=HOST, handed_out_at_s=10.0)
-    status = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
-    task = asyncio.ensure_future(fetcher._send(msg, [status], FetchEnded(fetch_id="f", kind=SignalKind.OTHER,
-                                                                          at_s=11.0), PaceState()))
+    own = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
+    elsewhere = next(f"h{i}.example" for i in range(100) if partition_for_key(f"h{i}.example", PARTITIONS) != P)
+    same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
+    other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
+    task = asyncio.ensure_future(
+        fetcher._send(msg, [own, same, other], FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0), PaceState())
+    )
     await asyncio.sleep(0.05)
-    assert order == ["status handed to the producer"]  # a SIGKILL now loses both, never the status alone
+    assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
     delivered.set_result(None)
     await task
-    assert order == ["status handed to the producer", "signal"]
+    assert [kind for kind, _ in order] == ["status", "status"]  # no signal of its own: it rides with the result
+    result = order[1][1]
+    assert (result["url"], result["signal"]["fetch_id"], result["signal"]["handed_out_at_s"]) == (msg.url, "f", 10.0)
+    assert result["discovered"] == {
+        "url": same.url,
+        "more_urls": same.more_urls,
+        "status": "DISCOVERED",
+        "depth": 1,
+        "metadata": {},
+        "seed": False,
+        "not_modified": False,
+        "truncated": False,
+        "chain": [],
+    }
+
+
+async def test_a_result_with_its_signal_frees_the_place_and_hands_out_the_hosts_next_url_at_once(sent: Sent) -> None:
+    now = time.time()
+    done_url, waiting, nxt = "https://example.com/1", "https://example.com/2", "https://example.com/3"
+    host = HostRecord(key=HOST, delay_s=1.0).with_handout([done_url], now - 2).with_handout([waiting], now - 1)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    for url in (done_url, nxt):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
+    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    signal = SignalMessage(
+        key=HOST, url=done_url, fetch_id="f1", kind=SignalKind.SUCCESS, at_s=now, delay_s=1.0, handed_out_at_s=now - 2
+    )
+    result = json.dumps(
+        {"url": done_url, "status": "FETCHED", "fetched_at_s": now, "http_status": 200, "signal": signal.to_dict()}
+    ).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+        await agent.put(key=HOST.encode(), value=result, partition=P)  # re-delivered: nothing more
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    [(key, value, _p)] = sent.of(topology.fetch_topic)  # the next URL left with the result: no tick
+    assert (key, value["url"]) == (HOST.encode(), nxt)
+    assert set(host.in_flight) == {waiting, nxt} and host.seen_fetch_ids == ["f1"]
+    assert UrlRecord.from_dict(topology.urls_table[done_url.encode()]).status.value == "FETCHED"
+    assert sent.of(topology.signals_topic) == []
+
+
+async def test_a_result_with_its_partitions_outlinks_stores_them_and_hands_the_first_one_out(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time()
+    page = "https://example.com/"
+    topology.hosts_table.data[HOST.encode()] = (
+        HostRecord(key=HOST, seeded=True, url_count=1).with_handout([page], now - 2).to_dict()
+    )
+    topology.urls_table.data[page.encode()] = UrlRecord(url=page, key=HOST, next_fetch_at_s=now - 5).to_dict()
+    writes: list[bytes] = []
+    real_setitem = type(topology.hosts_table).__setitem__
+    monkeypatch.setattr(
+        type(topology.hosts_table),
+        "__setitem__",
+        lambda self, k, v: (writes.append(k) if self is topology.hosts_table else None, real_setitem(self, k, v))[1],
+    )
+    signal = SignalMessage(
+        key=HOST, url=page, fetch_id="f1", kind=SignalKind.SUCCESS, at_s=now - 1, handed_out_at_s=now - 2
+    )
+    result = json.dumps(
+        {
+            "url": page,
+            "status": "FETCHED",
+            "fetched_at_s": now - 1,
+            "http_status": 200,
+            "signal": signal.to_dict(),
+            "discovered": {"url": "https://example.com/a", "more_urls": ["https://example.com/b"], "depth": 1},
+        }
+    )
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result.encode(), partition=P)
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert host.url_count == 3 and host.seen_fetch_ids == ["f1"]
+    handed = [value["url"] for _k, value, _p in sent.of(topology.fetch_topic)]  # discovered now, out once stored
+    assert handed == ["https://example.com/a", "https://example.com/b"] == sorted(host.in_flight)  # two places
+    assert writes == [HOST.encode(), HOST.encode()]  # the result's write, then the hand-out's (only in this case)
+    assert UrlRecord.from_dict(topology.urls_table[b"https://example.com/b"]).status.value == "DISCOVERED"
+
+
+async def test_a_result_of_a_host_blocked_by_retry_after_hands_out_nothing_until_the_tick(sent: Sent) -> None:
+    now = time.time()
+    done_url, nxt = "https://example.com/1", "https://example.com/3"
+    topology.hosts_table.data[HOST.encode()] = HostRecord(key=HOST).with_handout([done_url], now - 2).to_dict()
+    for url in (done_url, nxt):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
+    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    signal = SignalMessage(
+        key=HOST,
+        url=done_url,
+        fetch_id="f1",
+        kind=SignalKind.RETRY_AFTER,
+        at_s=now,
+        retry_until_s=now + 60,
+        handed_out_at_s=now - 2,
+    )
+    result = json.dumps(
+        {
+            "url": done_url,
+            "status": "FETCH_ERROR",
+            "reason": "http.rate_limited",
+            "fetched_at_s": now,
+            "http_status": 429,
+            "signal": signal.to_dict(),
+        }
+    ).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+    host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert sent.of(topology.fetch_topic) == [] and host.in_flight == {} and host.blocked_until_s == now + 60
+    assert agent_runtime.state.indexes[P].next_due_s() == pytest.approx(
+        now + 60 - topology.settings["frontier.handout.lead.secs"]
+    )
+
+
+async def test_a_result_whose_url_is_bad_still_frees_its_place_through_the_regulator(sent: Sent) -> None:
+    signal = SignalMessage(
+        key=HOST, url="https://example.com/1", fetch_id="f1", kind=SignalKind.SUCCESS, at_s=100.0, handed_out_at_s=99.0
+    )
+    result = json.dumps(
+        {"url": "http://[::1", "status": "FETCHED", "fetched_at_s": 100.0, "signal": signal.to_dict()}
+    ).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+    assert len(sent.of(topology.deadletter_topic)) == 1
+    [(key, value, _p)] = sent.of(topology.signals_topic)
+    assert (key, value["fetch_id"]) == (HOST.encode(), "f1")
 
 
 # ---------------------------------------------------------------- fetcher shutdown
 
 
 async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from warcio.archiveiterator import ArchiveIterator
 
     from agents import fetcher
@@ -281,9 +461,17 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
     monkeypatch.setattr(fetcher, "runtime", runtime)
     runtime.http = await HttpFetcher(HttpConfig.from_settings(topology.settings)).__aenter__()
     runtime.warc = WarcWriter(tmp_path, "t", 10**6)
-    path = runtime.warc.write_fetch("https://example.com/a", request_headers=[("Host", "example.com")], status=200,
-                                    reason="OK", response_headers=[("Content-Type", "text/html")], body=b"<p>a</p>",
-                                    ip="127.0.0.1", fetched_at_s=time.time(), truncated=False)
+    path = runtime.warc.write_fetch(
+        "https://example.com/a",
+        request_headers=[("Host", "example.com")],
+        status=200,
+        reason="OK",
+        response_headers=[("Content-Type", "text/html")],
+        body=b"<p>a</p>",
+        ip="127.0.0.1",
+        fetched_at_s=time.time(),
+        truncated=False,
+    )
     http = runtime.http
     await fetcher._close_on_shutdown(None)
     assert runtime.warc is None and runtime.http is None and http._session is None
@@ -297,7 +485,8 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
 
 
 async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_membership(
-        sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncio
 
     from agents import fetcher

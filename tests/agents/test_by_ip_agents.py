@@ -62,44 +62,54 @@ def by_ip(monkeypatch: pytest.MonkeyPatch, sent: Sent) -> Iterator[AddressCache]
 async def test_a_url_of_a_resolved_host_is_routed_to_its_addresses_partition(by_ip: AddressCache, sent: Sent) -> None:
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context() as agent:
-        await agent.put(key=HOST.encode(), value=f'{{"url": "{URL}"}}'.encode(),
-                        partition=partition_for_key(HOST, PARTITIONS))
-    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == \
-        [(OLD_IP.encode(), partition_for_key(OLD_IP, PARTITIONS))]
+        await agent.put(
+            key=HOST.encode(), value=f'{{"url": "{URL}"}}'.encode(), partition=partition_for_key(HOST, PARTITIONS)
+        )
+    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [
+        (OLD_IP.encode(), partition_for_key(OLD_IP, PARTITIONS))
+    ]
     assert URL.encode() not in topology.urls_table  # no record on the host name's partition
 
 
-async def test_a_url_arriving_on_its_addresses_partition_is_recorded_under_the_address(by_ip: AddressCache,
-                                                                                       sent: Sent) -> None:
+async def test_a_url_arriving_on_its_addresses_partition_is_recorded_under_the_address(
+    by_ip: AddressCache, sent: Sent
+) -> None:
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context() as agent:
-        await agent.put(key=OLD_IP.encode(), value=f'{{"url": "{URL}", "seed": true}}'.encode(),
-                        partition=partition_for_key(OLD_IP, PARTITIONS))
+        await agent.put(
+            key=OLD_IP.encode(),
+            value=f'{{"url": "{URL}", "seed": true}}'.encode(),
+            partition=partition_for_key(OLD_IP, PARTITIONS),
+        )
     assert UrlRecord.from_dict(topology.urls_table[URL.encode()]).key == OLD_IP
     host = HostRecord.from_dict(topology.hosts_table[OLD_IP.encode()])
     assert host.seeded_hosts == [HOST]
     assert not host.seeded_for("other.example", True)  # a name sharing the address is not seeded with it
 
 
-async def test_an_unresolved_host_is_resolved_off_the_loop_then_routed(by_ip: AddressCache, sent: Sent,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_unresolved_host_is_resolved_off_the_loop_then_routed(
+    by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def resolve(host: str, port: int) -> list[str]:
         await asyncio.sleep(0.05)
         return [NEW_IP]
 
     monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
     async with status_updater.test_context() as agent:
-        await agent.put(key=HOST.encode(), value=f'{{"url": "{URL}"}}'.encode(),
-                        partition=partition_for_key(HOST, PARTITIONS))
+        await agent.put(
+            key=HOST.encode(), value=f'{{"url": "{URL}"}}'.encode(), partition=partition_for_key(HOST, PARTITIONS)
+        )
         assert sent.of(topology.status_topic) == []  # the loop went on; the lookup runs in its own task
         await asyncio.sleep(0.2)
-    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == \
-        [(NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS))]
+    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [
+        (NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS))
+    ]
     assert by_ip.get(HOST, 443).address == NEW_IP
 
 
-async def test_an_unresolvable_host_is_keyed_by_its_own_name(by_ip: AddressCache, sent: Sent,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_unresolvable_host_is_keyed_by_its_own_name(
+    by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def resolve(host: str, port: int) -> list[str]:
         raise FetchError(Reason.FETCH_DNS, host)
 
@@ -107,24 +117,29 @@ async def test_an_unresolvable_host_is_keyed_by_its_own_name(by_ip: AddressCache
     async with status_updater.test_context() as agent:
         await agent.put(key=b"x", value=f'{{"url": "{URL}"}}'.encode(), partition=0)
         await asyncio.sleep(0.1)
-    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == \
-        [(HOST.encode(), partition_for_key(HOST, PARTITIONS))]
+    assert [(k, p) for k, _v, p in sent.of(topology.status_topic)] == [
+        (HOST.encode(), partition_for_key(HOST, PARTITIONS))
+    ]
     assert by_ip.get(HOST, 443).reason is Reason.FETCH_DNS
 
 
-async def test_a_record_whose_host_moved_goes_with_its_message_and_is_deleted_here(by_ip: AddressCache,
-                                                                                   sent: Sent) -> None:
+async def test_a_record_whose_host_moved_goes_with_its_message_and_is_deleted_here(
+    by_ip: AddressCache, sent: Sent
+) -> None:
     old_partition = partition_for_key(OLD_IP, PARTITIONS)
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context() as agent:
-        await agent.put(key=OLD_IP.encode(), value=f'{{"url": "{URL}", "seed": true}}'.encode(),
-                        partition=old_partition)
+        await agent.put(
+            key=OLD_IP.encode(), value=f'{{"url": "{URL}", "seed": true}}'.encode(), partition=old_partition
+        )
     by_ip.put(HOST, 443, Resolution.resolved([NEW_IP], time.time() + 1))  # the host moved
-    moved_msg = (f'{{"url": "{URL}", "status": "DISCOVERED", "reason": "fetch.address_changed", '
-                 f'"fetched_at_s": {time.time()}, "retry_after_s": {time.time()}}}')
+    moved_msg = (
+        f'{{"url": "{URL}", "status": "DISCOVERED", "reason": "fetch.address_changed", '
+        f'"fetched_at_s": {time.time()}, "retry_after_s": {time.time()}}}'
+    )
     async with status_updater.test_context() as agent:
         await agent.put(key=OLD_IP.encode(), value=moved_msg.encode(), partition=old_partition)
-    (key, value, partition), = sent.of(topology.status_topic)
+    ((key, value, partition),) = sent.of(topology.status_topic)
     assert (key, partition) == (NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS))
     assert value["moved"]["key"] == NEW_IP and value["moved"]["url"] == URL and value["seed"] is True
     assert URL.encode() not in topology.urls_table
@@ -136,22 +151,25 @@ async def test_a_record_whose_host_moved_goes_with_its_message_and_is_deleted_he
     assert HostRecord.from_dict(topology.hosts_table[NEW_IP.encode()]).seeded_for(HOST, True)
 
 
-
 # ---------------------------------------------------------------- fetcher: the route before the turn
+
 
 def _hand_out(key: str) -> FetchMessage:
     return FetchMessage(url=URL, key=key, handed_out_at_s=1000.0)
 
 
-@pytest.mark.parametrize("answer, key, status, reason", [
-    (FetchError(Reason.FETCH_DNS, HOST), HOST, "FETCH_ERROR", "fetch.dns"),          # retried later
-    (FetchError(Reason.FETCH_DNS, HOST), OLD_IP, "FETCH_ERROR", "fetch.dns"),
-    ([NEW_IP], OLD_IP, "DISCOVERED", "fetch.address_changed"),                            # moves, unattempted
-    ([NEW_IP], HOST, "DISCOVERED", "fetch.address_changed"),                              # resolvable again
-])
-async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(by_ip: AddressCache, sent: Sent,
-                                                               monkeypatch: pytest.MonkeyPatch, answer: object,
-                                                               key: str, status: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "answer, key, status, reason",
+    [
+        (FetchError(Reason.FETCH_DNS, HOST), HOST, "FETCH_ERROR", "fetch.dns"),  # retried later
+        (FetchError(Reason.FETCH_DNS, HOST), OLD_IP, "FETCH_ERROR", "fetch.dns"),
+        ([NEW_IP], OLD_IP, "DISCOVERED", "fetch.address_changed"),  # moves, unattempted
+        ([NEW_IP], HOST, "DISCOVERED", "fetch.address_changed"),  # resolvable again
+    ],
+)
+async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(
+    by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch, answer: object, key: str, status: str, reason: str
+) -> None:
     from agents import fetcher
 
     async def resolve(host: str, port: int) -> list[str]:
@@ -175,21 +193,29 @@ async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressC
         assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
 
 
-
 async def test_a_batch_of_outlinks_goes_on_per_address_and_waits_for_an_unresolved_host(
-        by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_ip: AddressCache, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def resolve(host: str, port: int) -> list[str]:
         return [NEW_IP]
 
     monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
     by_ip.put("a.example", 443, Resolution.resolved([OLD_IP], time.time()))
     by_ip.put("b.example", 443, Resolution.resolved([OLD_IP], time.time()))
-    batch = {"url": "https://a.example/1", "more_urls": ["https://b.example/2", "https://a.example/3",
-                                                         "https://new.example/4"], "depth": 1}
+    batch = {
+        "url": "https://a.example/1",
+        "more_urls": ["https://b.example/2", "https://a.example/3", "https://new.example/4"],
+        "depth": 1,
+    }
     async with status_updater.test_context() as agent:
         await agent.put(key=b"a.example", value=json.dumps(batch).encode(), partition=0)
         await asyncio.sleep(0.1)
     routed = [(k, p, [v["url"], *v.get("more_urls", [])]) for k, v, p in sent.of(topology.status_topic)]
-    assert routed == [(OLD_IP.encode(), partition_for_key(OLD_IP, PARTITIONS),
-                       ["https://a.example/1", "https://b.example/2", "https://a.example/3"]),
-                      (NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS), ["https://new.example/4"])]
+    assert routed == [
+        (
+            OLD_IP.encode(),
+            partition_for_key(OLD_IP, PARTITIONS),
+            ["https://a.example/1", "https://b.example/2", "https://a.example/3"],
+        ),
+        (NEW_IP.encode(), partition_for_key(NEW_IP, PARTITIONS), ["https://new.example/4"]),
+    ]

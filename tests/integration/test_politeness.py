@@ -406,8 +406,12 @@ def test_queue_regulator_is_idempotent_under_redelivery(forced: Finished) -> Non
     settings = forced.crawl.settings
     bootstrap = settings["kafka.bootstrap.servers"]
     hosts_log = changelog_name(settings, "hosts")
-    signals = [v for k, v in asyncio.run(_read(bootstrap, topic_name(settings, "signals")))
+    # a fetch result carries its signal (the status topic); a signal with no result travels alone
+    results = [json.loads(v) for k, v in asyncio.run(_read(bootstrap, topic_name(settings, "status")))
                if k == CAPPED.encode() and v is not None]
+    signals = [json.dumps(r["signal"]).encode() for r in results if "signal" in r]
+    signals += [v for k, v in asyncio.run(_read(bootstrap, topic_name(settings, "signals")))
+                if k == CAPPED.encode() and v is not None]
     assert len(signals) >= 4, signals  # one per fetched URL (more if a fetch was re-delivered)
     before = asyncio.run(latest_records(bootstrap, hosts_log))[CAPPED]
     writes_before = _end(bootstrap, hosts_log)

@@ -54,3 +54,32 @@ def test_every_metric_is_named_squall_and_exported() -> None:
     assert 'squall_robots_fetches_total{outcome="unreachable"} 0.0' in text
     assert "squall_audit_violations_total 0.0" in text
     assert 'squall_fetch_duration_seconds_bucket{le="0.025"} 1.0' in text
+
+
+def test_a_window_after_an_idle_spell_divides_by_the_time_since_its_first_event() -> None:
+    w = RateWindow(60.0)
+    w.add(0.0)  # an earlier crawl, long ago
+    for i in range(40):  # re-seeded: 4 events/s for the last 10 s
+        w.add(1000.0 + i * 0.25)
+    assert w.rate(1010.0) == pytest.approx(40 / 10)
+
+
+def test_the_progress_line_carries_pages_rate_due_in_flight_and_violations() -> None:
+    from squall.worker.metrics import progress_line
+
+    assert progress_line(pages=120, pages_per_s=3.951, due=57, in_flight=8, violations=0) == (
+        "squall: progress: 120 pages fetched (3.95/s over the last minute), 57 due, 8 in flight, "
+        "0 politeness violations"
+    )
+
+
+def test_counter_totals_sum_the_matching_series() -> None:
+    from squall.worker.metrics import counter_total
+
+    m = Metrics()
+    m.fetch_results.labels(status="FETCHED", reason="").inc(3)
+    m.fetch_results.labels(status="FETCHED", reason="x").inc(2)
+    m.fetch_results.labels(status="ERROR", reason="http.not_found").inc()
+    assert counter_total(m.fetch_results, status="FETCHED") == 5
+    assert counter_total(m.fetch_results) == 6
+    assert counter_total(m.audit_violations) == 0

@@ -108,7 +108,17 @@ WIRE = [
 ]
 
 
-@pytest.mark.parametrize("raw", WIRE, ids=["denied", "unavailable", "batch", "rate_limited"])
+WIRE.append(  # a result that carries its signal and its partition's outlinks (one message per page)
+    b'{"url":"https://a.example/p","status":"FETCHED","depth":0,"metadata":{},"http_status":200,'
+    b'"fetched_at_s":11.5,"seed":false,"not_modified":false,"truncated":false,"chain":[],'
+    b'"signal":{"key":"a.example","url":"https://a.example/p","fetch_id":"f1","kind":"success","at_s":11.5,'
+    b'"requested":true,"delay_s":1.0,"handed_out_at_s":10.0},'
+    b'"discovered":{"url":"https://a.example/a","status":"DISCOVERED","depth":1,"metadata":{},"seed":false,'
+    b'"not_modified":false,"truncated":false,"chain":[],"more_urls":["https://a.example/b"]}}'
+)
+
+
+@pytest.mark.parametrize("raw", WIRE, ids=["denied", "unavailable", "batch", "rate_limited", "result+signal+links"])
 def test_the_wire_format_is_unchanged_and_reasons_decode_to_the_enum(raw):
     msg = StatusMessage.from_bytes(raw)
     assert msg.to_bytes() == raw
@@ -168,6 +178,32 @@ def test_robots_unavailable_waits_and_robots_denied_only_means_disallowed():
     assert Reason.ROBOTS_UNAVAILABLE.is_robots and Reason.ROBOTS_DENIED.is_robots
     assert {r for r in Reason if r.not_attempted} == {Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED,
                                                       Reason.FETCH_ADDRESS_CHANGED}
+
+
+def test_a_result_decodes_its_signal_and_its_outlinks_as_messages():
+    msg = StatusMessage.from_bytes(WIRE[-1])
+    assert msg.signal == SignalMessage(key="a.example", url="https://a.example/p", fetch_id="f1",
+                                       kind=SignalKind.SUCCESS, at_s=11.5, delay_s=1.0, handed_out_at_s=10.0)
+    assert msg.discovered is not None and msg.discovered.urls() == ["https://a.example/a", "https://a.example/b"]
+
+
+SIGNAL = {"key": "a.example", "url": "https://a.example/p", "fetch_id": "f", "kind": "success", "at_s": 1}
+LINKS = {"url": "https://a.example/a"}
+
+
+@pytest.mark.parametrize("fields", [
+    {"signal": SIGNAL},  # a discovery carries no signal
+    {"discovered": LINKS},  # nor outlinks
+    {"fetched_at_s": 1, "status": "FETCHED", "signal": {**SIGNAL, "kind": "fast"}},
+    {"fetched_at_s": 1, "status": "FETCHED", "signal": "success"},
+    {"fetched_at_s": 1, "status": "FETCHED", "discovered": [LINKS]},
+    {"fetched_at_s": 1, "status": "FETCHED", "discovered": {**LINKS, "status": "FETCHED"}},
+    {"fetched_at_s": 1, "status": "FETCHED", "discovered": {**LINKS, "fetched_at_s": 1, "status": "FETCHED"}},
+    {"fetched_at_s": 1, "status": "FETCHED", "discovered": {"url": 3}},
+])
+def test_a_signal_or_outlinks_outside_a_result_or_of_the_wrong_shape_is_bad_input(fields):
+    with pytest.raises(MessageError):
+        StatusMessage.from_bytes(encode({"url": "https://a.example/p", **fields}))
 
 
 def test_integer_times_are_accepted():

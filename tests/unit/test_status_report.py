@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from squall.policy.frontier import HostRecord
 from squall.policy.records import Reason, Status
 from squall.policy.schedule import UrlRecord
@@ -225,3 +227,84 @@ async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) 
 
         monkeypatch.setattr(squall.tools.kafka_admin, "read_partitioned", read)
         assert await latest_records("broker", "urls-changelog") == {"u": {"key": "10.0.0.2"}}
+
+
+def test_partitions_of_agent_topics_that_no_member_of_a_stable_group_holds_are_unassigned():
+    from squall.cli.status import unassigned_partitions
+
+    needed = {"x-status": 2, "x-ticks": 2}
+    members = {"m1": {"x-status": [0], "x-ticks": []}, "m2": {"x-status": [1], "x-ticks": [1]}}
+    assert unassigned_partitions(needed, "Stable", members) == {"x-ticks": [0]}
+    assert unassigned_partitions(needed, "Stable", {"m1": {"x-status": [0, 1], "x-ticks": [0, 1]}}) == {}
+    assert unassigned_partitions(needed, "CompletingRebalance", {"m1": {}}) == {}  # nothing assigned yet
+    assert unassigned_partitions(needed, "Empty", {}) == {}  # no worker running
+
+
+def test_the_text_report_names_the_workers_and_warns_about_an_unassigned_topic():
+    report = build_report({}, {}, NOW)
+    assert "workers:" not in report.to_text()  # group unknown
+    report.workers, report.group_state, report.unassigned = 2, "Stable", {"x-ticks": [0, 1, 2, 3]}
+    text = report.to_text()
+    assert "workers: 2 (Stable)" in text
+    assert "NOT ASSIGNED to any worker: x-ticks [0, 1, 2, 3]" in text
+    assert report.to_json()["unassigned"] == {"x-ticks": [0, 1, 2, 3]}
+
+
+RECENT_CASES = [
+    # (fetch times relative to NOW, expected pages/s over the last minute)
+    ([-10 + i * 0.25 for i in range(40)], 40 / 10),  # a crawl that began 10 s ago at 4 pages/s: 4, not 40/60
+    ([-120 + i * 0.25 for i in range(480)], 240 / 60),  # a long crawl at 4 pages/s: the last 60 s
+    ([-60 + i * 0.25 for i in range(40)], 40 / 60),  # 10 s of crawl that ended 50 s ago: diluted over the minute
+    ([-0.5], 1.0),  # one page half a second ago: at least 1 s
+    ([-61, -200], 0.0),  # nothing in the window
+    ([], 0.0),
+]
+
+
+@pytest.mark.parametrize(("offsets", "expected"), RECENT_CASES)
+def test_the_recent_rate_divides_by_the_time_the_window_really_covers(offsets, expected):
+    from squall.cli.status import recent_rate
+
+    assert recent_rate([NOW + o for o in offsets], NOW) == pytest.approx(expected)
+
+
+def test_the_average_rate_leaves_idle_gaps_between_re_seeds_out():
+    from squall.cli.status import active_rate
+
+    burst = [i * 0.25 for i in range(40)]  # 10 s at 4 pages/s (9.75 s between the first and the last)
+    assert active_rate([NOW + t for t in burst]) == pytest.approx(40 / 9.75)
+    two_bursts = [NOW + t for t in burst] + [NOW + 3600 + t for t in burst]  # re-seeded an hour later
+    assert active_rate(two_bursts) == pytest.approx(80 / 19.5)
+    assert active_rate([NOW + t * 100 for t in range(5)], idle_gap_s=120) == pytest.approx(5 / 400)  # slow: active
+    assert active_rate([NOW]) == 1.0 and active_rate([]) == 0.0
+
+
+def test_the_eta_follows_the_recent_rate_of_a_young_crawl():
+    urls = {f"f{i}": UrlRecord(url=f"https://a.example/{i}", key="a.example", status=Status.FETCHED,
+                               last_fetch_at_s=NOW - 10 + i * 0.25).to_dict() for i in range(40)}
+    urls |= {f"d{i}": rec(f"https://a.example/d{i}", "a.example", Status.DISCOVERED, NOW - 1) for i in range(40)}
+    report = build_report(urls, {}, NOW)
+    assert report.pages_per_s_recent == pytest.approx(4.0)
+    assert report.eta_s == pytest.approx(10.0)
+
+
+def test_watch_without_a_terminal_prints_plain_snapshots(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from squall.cli import live_view
+
+    reports = iter([build_report(URLS, HOSTS, NOW), build_report({}, {}, NOW + 2)])
+
+    async def fake_collect(settings):
+        return next(reports)
+
+    monkeypatch.setattr(live_view, "collect", fake_collect)
+    monkeypatch.setattr(live_view.time, "sleep", lambda s: None)
+    out = io.StringIO()  # a pipe: not a terminal
+    code = live_view.watch(None, interval_s=0, until_idle=True, timeout_s=0, console=Console(file=out))  # type: ignore[arg-type]
+    text = out.getvalue()
+    assert code == 1  # not settled before the (zero) timeout
+    assert text.startswith("--- ") and "URLs: 9   due now: 3   in flight: 3" in text
+    assert "\x1b[" not in text and "host " not in text  # no terminal codes, no per-host table

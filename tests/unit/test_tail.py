@@ -37,3 +37,16 @@ def test_a_printed_line_names_topic_partition_offset_and_key() -> None:
     assert " demo-status[3]@42 example.org " in line
     assert json.loads(line.split(" example.org ", 1)[1]) == {"url": "https://example.org/"}
     assert format_line("t", 0, 0, None, decode(b"k", b"x")).endswith("(not JSON)")
+
+
+def test_an_unknown_topic_is_named_with_the_topology_topics_that_exist() -> None:
+    from squall.cli.tail import unknown_topic_message
+
+    existing = ["demo-status", "demo-ticks", "demo-urls-changelog", "demo-__assignor-__leader", "other", "__consumer_offsets"]
+    assert unknown_topic_message("statuss", existing, "demo") == (
+        "topic statuss not found; topology.id 'demo' has: status, ticks, urls"
+    )
+    assert unknown_topic_message("demo-status", ["other", "__consumer_offsets"], "demo") == (
+        "topic demo-status not found; no topic of topology.id 'demo' exists (the broker has: other)"
+    )
+    assert unknown_topic_message("x", [], "demo").endswith("(the broker has none)")

@@ -1,0 +1,120 @@
+"""A host queue's two steps, shared by the agents that own its partition: hand-out and signal.
+
+* :func:`hand_out` takes due URLs of one eligible host from the partition's
+  due index and records them in flight in the host record (not saved: the
+  caller writes the record once per event). The spout calls it for the hosts
+  its tick finds due; the status updater calls it for the host whose fetch
+  result it just applied (:func:`hand_out_next`), so a backlogged host's
+  next URL leaves in the same event and the same hosts-table write that
+  freed its place — no tick, no second write.
+* :func:`regulate` applies one fetch's pace signal (StormCrawler 3.7's
+  QueueRegulatorBolt: the same pace model as the fetcher's gate, through
+  :func:`squall.policy.host_pacing.apply_signal`) and tells the fetcher when
+  the durable record is stricter than its own pace
+  (:meth:`agents.fetcher.FetcherRuntime.learn`).
+
+Both must run inside an event of the host's partition (Faust writes a
+table's changelog to the partition of the current event).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agents import fetcher
+from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.host_pacing import apply_signal
+from squall.policy.pace import PaceConfig
+from squall.policy.records import FetchMessage, SignalMessage
+from squall.policy.schedule import UrlRecord
+from topology import settings, urls_table
+
+log = logging.getLogger("squall.spout")
+PACE = PaceConfig.from_settings(settings)
+REMEMBERED: int = settings.frontier_signals_remembered
+PER_BUCKET: int = settings.frontier_max_urls_per_bucket
+
+
+def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
+    """``host`` after ``signal`` (``host`` itself when it was already applied); the fetcher learns a stricter pace.
+
+    Raises:
+        ValueError, TypeError, KeyError: the stored record has another shape
+        (a record of an older layout): the caller dead-letters the message.
+    """
+    updated = apply_signal(host, signal, PACE, REMEMBERED)
+    if updated is not host:
+        fetcher.runtime.learn(signal, updated)
+    return updated
+
+
+def hand_out(
+    index: DueIndex, key: str, host: HostRecord, urls: list[str], now_s: float, eligible_by_s: float | None = None
+) -> tuple[HostRecord, list[FetchMessage]]:
+    """Hand out those of ``urls`` (taken from ``index``) that are due, as far as ``host`` has places.
+
+    ``eligible_by_s`` (Unix s; default ``now_s``): the host gets URLs only if
+    it is eligible by then (:meth:`squall.policy.frontier.HostRecord.eligible_at_s`).
+    The others go back into the index; the host's next eligible time is set
+    in it. Returns the host record (with the new hand-outs in flight at
+    ``now_s``; the caller saves it when it changed) and the fetch messages to send.
+    """
+    records = [(r, r.next_fetch_at_s) for r in map(_record, urls) if r is not None and r.next_fetch_at_s is not None]
+    places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
+    eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
+    by_s = now_s if eligible_by_s is None else eligible_by_s
+    due = [r for r, at_s in records if at_s <= now_s][: max(0, places)] if eligible_at <= by_s else []
+    for r, at_s in records:
+        if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
+            index.push(key, r.url, at_s, r.priority)
+    if due:
+        host = host.with_handout([r.url for r in due], now_s)
+    index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
+    for r in due:
+        if r.attempts:
+            log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)
+    return host, [
+        FetchMessage(
+            url=r.url,
+            key=key,
+            depth=r.depth,
+            metadata=r.metadata,
+            attempt=r.attempts,
+            handed_out_at_s=now_s,
+            etag=r.etag,
+            last_modified=r.last_modified,
+            chain=r.chain,
+        )
+        for r in due
+    ]
+
+
+def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord, list[FetchMessage]]:
+    """After a fetch result freed one of ``host``'s places: its next due URLs now, if it may have them soon.
+
+    The host qualifies when it has a free place and its earliest start
+    (delay, Retry-After, back-off) is within one delay plus
+    ``frontier.handout.lead.secs`` — the steady state of a backlogged host,
+    whose next URL is then already waiting at the fetcher when the delay
+    ends (docs/architecture.md invariant 6); the fetcher's gate still starts
+    it no earlier than the pace allows. Any other host waits for the
+    spout's tick. Either way the host's next eligible time is set in the
+    due index. Returns the host record and the fetch messages (none: the
+    record unchanged).
+    """
+    index = state.index_for_key(key)
+    if index is None:
+        return host, []
+    horizon_s = now_s + host.delay_s
+    eligible_at_s = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
+    urls = index.take(key, now_s, PER_BUCKET) if eligible_at_s <= horizon_s else []
+    if not urls:
+        index.set_host_ready(key, eligible_at_s)
+        return host, []
+    return hand_out(index, key, host, urls, now_s, eligible_by_s=horizon_s)
+
+
+def _record(url: str) -> UrlRecord | None:
+    raw = urls_table.get(url.encode())
+    return None if raw is None else UrlRecord.from_dict(raw)
