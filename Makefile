@@ -4,7 +4,7 @@
 #   make lock        refresh requirements.lock from pyproject.toml (uv pip compile; commit the result)
 #   make lint        ruff check, ruff format --check and mypy over squall/, agents/, topology/
 #   make test        unit + integration tests against a real broker (scripts/test.sh)
-#   make kafka-up    start a local broker (Maven jars, KRaft) at kafka.bootstrap.servers
+#   make kafka-up    start a local broker (Maven jars, KRaft) at kafka.bootstrap.servers (SECURE=1: TLS, SCRAM, ACLs)
 #   make kafka-down  stop it
 #   make demo        crawl a local test site end to end (SITE=... to pick one)
 #   make bench       the whole-crawl benchmark's short profile: squall (WARC on, off) and Scrapy, one farm
@@ -58,7 +58,7 @@ test: venv
 	exit $$(( tests != 0 ? tests : lint ))
 
 kafka-up: venv
-	$(VENV)/bin/squall kafka up $(KAFKA_ARGS)
+	$(VENV)/bin/squall kafka up $(KAFKA_ARGS) $(if $(SECURE),--secure,)
 
 kafka-down: venv
 	$(VENV)/bin/squall kafka down $(KAFKA_ARGS)

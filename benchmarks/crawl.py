@@ -107,6 +107,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
 
+from squall.net.kafka_security import Broker, KafkaConnection, as_connection
 from squall.policy.topics import TABLES, TOPIC_SUFFIXES, all_topics
 from squall.settings import FIELD_OF
 from squall.tools.harness import Crawl
@@ -478,8 +479,8 @@ class OffsetSampler:
         RuntimeError: (constructor) no first sample within 60 s (no broker answers).
     """
 
-    def __init__(self, bootstrap: str, prefix: str) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, broker: Broker, prefix: str) -> None:
+        self._conn = as_connection(broker)  # the broker's TLS/SASL too (squall.net.kafka_security)
         self._prefix = prefix
         self._samples: list[tuple[float, dict[tuple[str, int], int]]] = []
         self._tps: list[TopicPartition] = []
@@ -491,11 +492,11 @@ class OffsetSampler:
         self._thread.start()
         if not self._first.wait(60) or not self._samples:
             self._done.set()
-            raise RuntimeError(f"no end offsets from {bootstrap} within 60 s: {self._error!r}")
+            raise RuntimeError(f"no end offsets from {self._conn.bootstrap} within 60 s: {self._error!r}")
 
     async def _main(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False)
+        admin = AIOKafkaAdminClient(**self._conn.client_kwargs())
+        consumer = AIOKafkaConsumer(**self._conn.client_kwargs(), group_id=None, enable_auto_commit=False)
         try:
             await admin.start()
             await consumer.start()
@@ -576,13 +577,14 @@ def run_squall(
     sampler: CpuSampler | None = None
     try:
         # topics first (as `squall seed` would): a worker that starts before them is not assigned them
-        asyncio.run(ensure_topics(bootstrap, all_topics(crawl.settings), crawl.settings["topology.replication.factor"]))
+        conn = KafkaConnection.from_settings(crawl.settings)  # the broker's TLS/SASL, as the workers use it
+        asyncio.run(ensure_topics(conn, all_topics(crawl.settings), crawl.settings["topology.replication.factor"]))
         names = [f"w{i + 1}" for i in range(args.workers)]
         for name in names:
             crawl.start_worker(name)
         _wait_ready(crawl, names, workdir, 180)
         pids = [crawl.workers[n].pid for n in names]
-        offsets = OffsetSampler(bootstrap, f"{crawl.topology_id}-")
+        offsets = OffsetSampler(conn, f"{crawl.topology_id}-")
         sampler = CpuSampler(pids)
         spy = _start_profile(args.profile, pids[0])
         t0 = time.time()

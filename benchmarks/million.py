@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from squall.cli.seed import SeedLine, produce_seeds
+from squall.net.kafka_security import KafkaConnection
 from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_key
 from squall.policy.topics import all_topics, topic_name
@@ -100,9 +101,9 @@ async def _status_progress(crawl: Crawl) -> tuple[dict[int, int], dict[int, int]
 
     from squall.tools.kafka_admin import end_offsets
 
-    bootstrap = crawl.settings["kafka.bootstrap.servers"]
+    bootstrap = KafkaConnection.from_settings(crawl.settings)
     topic = topic_name(crawl.settings, "status")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**bootstrap.client_kwargs())
     await admin.start()
     try:
         committed = await admin.list_consumer_group_offsets(crawl.settings["topology.id"])
@@ -132,7 +133,7 @@ def wait_stored(crawl: Crawl, timeout_s: float) -> float:
 async def raw_produce(crawl: Crawl, urls: list[str]) -> float:
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=crawl.settings["kafka.bootstrap.servers"], linger_ms=20)
+    producer = AIOKafkaProducer(**KafkaConnection.from_settings(crawl.settings).client_kwargs(), linger_ms=20)
     await producer.start()
     t0 = time.monotonic()
     try:
@@ -150,7 +151,7 @@ async def fetch_end_offset(crawl: Crawl) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     topic = topic_name(crawl.settings, "fetch")
-    consumer = AIOKafkaConsumer(bootstrap_servers=crawl.settings["kafka.bootstrap.servers"])
+    consumer = AIOKafkaConsumer(**KafkaConnection.from_settings(crawl.settings).client_kwargs())
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(crawl.settings["topology.partitions"])]
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # topics first: a worker that joins before Faust has created them may be assigned no partition
         # until its next metadata refresh (5 min), which would count as seeding time
-        asyncio.run(ensure_topics(crawl.settings["kafka.bootstrap.servers"], all_topics(crawl.settings)))
+        asyncio.run(ensure_topics(KafkaConnection.from_settings(crawl.settings), all_topics(crawl.settings)))
         proc = crawl.start_worker("w1")
         wait_rebuilt(crawl, 0, 300)
         time.sleep(2)

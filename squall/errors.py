@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidURL             a URL that cannot be crawled (carries a Reason)
     ├── MessageError           a Kafka message that cannot be decoded
     ├── KafkaSetupError        the local broker could not be resolved/started
+    │   ├── KafkaAccessError   the broker refused squall's credentials, certificate or an operation (ACLs)
     │   └── UnknownTopic       a topic named on the command line does not exist at the broker
     ├── BrowserMissing         no Chromium executable to render pages with
     ├── DataDirError           the worker's table directory cannot be created or is in use
@@ -14,7 +15,8 @@ Hierarchy::
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
 aiohttp and Kafka client errors are translated into these at one boundary
-(squall.net.http for fetching, squall.tools.kafka_local for the broker).
+(squall.net.http for fetching, squall.net.kafka_security for a broker's
+refusals, squall.tools.kafka_local for the local broker).
 The reasons are :class:`squall.policy.records.Reason` members (a ``str``
 enum: formatted as its value, ``"url.host"``), never free text.
 """
@@ -55,6 +57,13 @@ class MessageError(SquallError):
 
 class KafkaSetupError(SquallError):
     """The local Kafka broker could not be resolved, formatted or started."""
+
+
+class KafkaAccessError(KafkaSetupError):
+    """The broker would not let squall in (SASL authentication, TLS trust) or refused an operation (an ACL).
+
+    The message is one line for people: the user, what was refused and why; never a password.
+    """
 
 
 class UnknownTopic(KafkaSetupError):

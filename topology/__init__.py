@@ -41,12 +41,14 @@ import faust
 from faust.types import TableT
 
 from squall.errors import ConfigError
+from squall.net.kafka_security import KafkaConnection
 from squall.policy.lease import heartbeat_interval_s
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
 
 try:
     settings = load_settings()
+    _CREDENTIALS = KafkaConnection.from_settings(settings).faust_credentials()  # TLS/SASL: squall.net.kafka_security
 except ConfigError as exc:  # a clear one-line message instead of a traceback from `faust -A topology`
     raise SystemExit(f"squall: configuration error: {exc}") from None
 
@@ -57,6 +59,7 @@ _N = settings.topology_partitions
 app = SquallApp(
     _ID,
     broker="kafka://" + settings.kafka_bootstrap_servers,
+    broker_credentials=_CREDENTIALS,
     store="rocksdb://",
     # the table directory is resolved and locked when the worker starts: SquallWorker
     Worker=SquallWorker,

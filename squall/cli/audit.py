@@ -36,9 +36,10 @@ def parse_records(latest: Mapping[str, Mapping[str, Any]]) -> list[HostAudit]:
 async def collect_audits(settings: Settings) -> list[HostAudit]:
     """Every host's audit of ``settings``' topology (``kafka.bootstrap.servers``, ``topology.id``)."""
     from squall.cli.status import latest_records
+    from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 
-    latest = await latest_records(settings.kafka_bootstrap_servers, changelog_name(settings, "audit"))
+    latest = await latest_records(KafkaConnection.from_settings(settings), changelog_name(settings, "audit"))
     return parse_records(latest)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import squall.settings
 from squall.errors import SquallError
 from squall.tools.kafka_local import _our_pid, _Paths, down, is_answering, status, up
+from squall.tools.kafka_secure import MECHANISM, USERS
 
 
 def _default_bootstrap(args: argparse.Namespace) -> str:
@@ -27,14 +28,35 @@ def _default_bootstrap(args: argparse.Namespace) -> str:
 def _cmd_up(args: argparse.Namespace) -> int:
     bootstrap = _default_bootstrap(args)
     started_at = time.monotonic()
-    started = up(bootstrap, args.data_dir, wait_s=args.wait, fresh=args.fresh, progress=print)
+    topology_id = str(squall.settings.load_settings(getattr(args, "conf", None)).topology_id) if args.secure else ""
+    started = up(
+        bootstrap,
+        args.data_dir,
+        wait_s=args.wait,
+        fresh=args.fresh,
+        progress=print,
+        secure=args.secure,
+        topology_id=topology_id or "squall",
+    )
     paths = _Paths(bootstrap, args.data_dir)
     if started:
         took = time.monotonic() - started_at
         print(f"kafka: started broker at {bootstrap} in {took:.1f} s (pid {_our_pid(paths)}, log: {paths.log})")
     else:
         print(f"kafka: already answering at {bootstrap} (nothing started)")
+    if args.secure:
+        _print_secure(paths, topology_id)
     return 0
+
+
+def _print_secure(paths: _Paths, topology_id: str) -> None:
+    """Where the secured broker's CA, credentials and client configurations are (never a password)."""
+    files = paths.secure
+    print(f"kafka: secured: SASL_SSL, {MECHANISM}; ACLs for topics and groups {topology_id}*; CA {files.ca}")
+    for user in USERS:
+        print(
+            f"kafka: user {user}: credentials {files.credentials(user)}, client configuration {files.client_conf(user)}"
+        )
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
@@ -58,6 +80,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         state = "answering" if info["answering"] else "not answering"
         print(f"kafka: {bootstrap}: {state} ({who})")
         print(f"kafka: state dir {info['state_dir']} (log: {info['log']})")
+        if info["secure"]:
+            print(f"kafka: secured (SASL_SSL): CA, credentials and client configurations in {info['secure']}")
         print(f"kafka: jars {info['jars'] or 'not resolved yet'}")
     return 0 if info["answering"] else 1
 
@@ -82,6 +106,11 @@ def add_parser(subparsers: Any) -> None:
     common(p_up)
     p_up.add_argument("--wait", type=float, default=60.0, help="seconds to wait until it answers (default 60)")
     p_up.add_argument("--fresh", action="store_true", help="delete the broker's data first (empty cluster)")
+    p_up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL with SCRAM users worker, operator and viewer, and ACLs for topology.id (README: A secured broker)",
+    )
     p_up.set_defaults(func=_cmd_up)
 
     p_down = sub.add_parser("down", help="stop the broker that `squall kafka up` started")

@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from squall.errors import InvalidURL
 from squall.policy.partition import partition_key
@@ -69,28 +70,48 @@ async def produce_seeds(settings, seeds: list[SeedLine], progress: Callable[[int
     """
     from aiokafka import AIOKafkaProducer
 
+    from squall.net.kafka_security import KafkaConnection, refusals
     from squall.policy.topics import all_topics, topic_name
     from squall.tools.kafka_admin import ensure_topics
 
-    bootstrap = settings.kafka_bootstrap_servers
-    await ensure_topics(bootstrap, all_topics(settings), settings.topology_replication_factor)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    conn = KafkaConnection.from_settings(settings)
+    await ensure_topics(conn, all_topics(settings), settings.topology_replication_factor)
+    producer = AIOKafkaProducer(**conn.client_kwargs(), acks="all")
+    async with refusals(conn):  # an ACL that does not let this user write the status topic: one line
+        await producer.start()
     try:
         topic = topic_name(settings, "status")
         mode = settings.partition_url_mode
+        # a send only queues the record: its delivery (or the broker's refusal, e.g. an ACL) is the future's
+        pending: list[asyncio.Future[Any]] = []
         for n, seed in enumerate(seeds, start=1):
             assert seed.url is not None
             msg = StatusMessage(url=seed.url, seed=True, metadata=seed.metadata or {})
-            await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+            async with refusals(conn):
+                pending.append(
+                    await producer.send(topic, key=partition_key(seed.url, mode).encode(), value=msg.to_bytes())
+                )
+                if len(pending) >= PROGRESS_EVERY:
+                    await _delivered(pending)
             if progress is not None and n % PROGRESS_EVERY == 0:
                 progress(n)
-        await producer.flush()
+        async with refusals(conn):
+            await producer.flush()
+            await _delivered(pending)
         if progress is not None:
             progress(len(seeds))
     finally:
         await producer.stop()
     return len(seeds)
+
+
+async def _delivered(pending: list[asyncio.Future[Any]]) -> None:
+    """Wait for every queued send of ``pending`` (then emptied); raise the first failure, retrieving all."""
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    pending.clear()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 def _seed_command(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.frontier import HostRecord
 from squall.policy.records import SignalMessage, Status, StatusMessage
 
@@ -374,7 +375,7 @@ def _count_render(report: Report, metadata: Mapping[str, Any]) -> None:
             report.render_refused[reason] += int(n)
 
 
-async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+async def latest_records(bootstrap: Broker, topic: str) -> dict[str, dict[str, Any]]:
     """The live value of each key of a table changelog (JSON objects), tombstones applied.
 
     A tombstone deletes a key only in its own partition: a record that moved
@@ -399,12 +400,15 @@ async def latest_records(bootstrap: str, topic: str) -> dict[str, dict[str, Any]
     return {k: next(iter(by_partition.values())) for k, by_partition in live.items() if by_partition}
 
 
-async def _committed(settings: Settings) -> dict[tuple[str, int], int] | None:
-    """The worker group's committed offsets ((topic, partition) → offset); None when the broker cannot tell."""
+async def _committed(settings: Settings, conn: KafkaConnection | None = None) -> dict[tuple[str, int], int] | None:
+    """The worker group's committed offsets ((topic, partition) → offset); None when the broker cannot tell.
+
+    ``conn``: how to reach the broker (default: ``settings``' :class:`KafkaConnection`).
+    """
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**(conn or KafkaConnection.from_settings(settings)).client_kwargs())
     try:
         await admin.start()
         committed = await admin.list_consumer_group_offsets(settings.topology_id)
@@ -415,21 +419,26 @@ async def _committed(settings: Settings) -> dict[tuple[str, int], int] | None:
     return {(tp.topic, tp.partition): m.offset for tp, m in committed.items() if m.offset >= 0}
 
 
-async def _lag(settings: Settings, committed: Mapping[tuple[str, int], int] | None) -> dict[str, int]:
+async def _lag(
+    settings: Settings, committed: Mapping[tuple[str, int], int] | None, conn: KafkaConnection | None = None
+) -> dict[str, int]:
     from squall.policy.topics import topic_name
     from squall.tools.kafka_admin import end_offsets
 
     if committed is None:  # unknown counts as busy
         return {"unknown": 1}
+    conn = conn or KafkaConnection.from_settings(settings)
     lag: dict[str, int] = {}
     for suffix in ("status", "fetch", "signals"):
         topic = topic_name(settings, suffix)
-        ends = await end_offsets(settings.kafka_bootstrap_servers, topic, missing_ok=True)
+        ends = await end_offsets(conn, topic, missing_ok=True)
         lag[suffix] = sum(end - committed.get((topic, partition), 0) for partition, end in ends.items())
     return lag
 
 
-async def unapplied_signals(settings: Settings, committed: Mapping[tuple[str, int], int]) -> list[SignalMessage]:
+async def unapplied_signals(
+    settings: Settings, committed: Mapping[tuple[str, int], int], conn: KafkaConnection | None = None
+) -> list[SignalMessage]:
     """The signals the worker group has not consumed yet (after its committed offsets), oldest first per partition.
 
     A fetch result carries its signal (the status topic); a signal with no
@@ -443,13 +452,12 @@ async def unapplied_signals(settings: Settings, committed: Mapping[tuple[str, in
     from squall.policy.topics import topic_name
     from squall.tools.kafka_admin import read_partitioned
 
+    conn = conn or KafkaConnection.from_settings(settings)
     out: list[SignalMessage] = []
     for suffix in ("status", "signals"):
         topic = topic_name(settings, suffix)
         starts = {partition: offset for (t, partition), offset in committed.items() if t == topic}
-        async for _partition, _key, value in read_partitioned(
-            settings.kafka_bootstrap_servers, topic, missing_ok=True, starts=starts
-        ):
+        async for _partition, _key, value in read_partitioned(conn, topic, missing_ok=True, starts=starts):
             if value is None or (suffix == "status" and b'"signal"' not in value):
                 continue
             try:
@@ -486,17 +494,20 @@ def apply_unapplied(
     return out
 
 
-async def group_members(settings: Settings) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
+async def group_members(
+    settings: Settings, conn: KafkaConnection | None = None
+) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
     """The worker group's state and each member's assignment (member id → topic → partitions).
 
-    Read from the group coordinator (DescribeGroups); None when the broker
-    cannot tell (no coordinator yet, an outage).
+    Read from the group coordinator (DescribeGroups) through ``conn`` (default:
+    ``settings``' :class:`KafkaConnection`); None when the broker cannot tell
+    (no coordinator yet, an outage).
     """
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.coordinator.protocol import ConsumerProtocol
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**(conn or KafkaConnection.from_settings(settings)).client_kwargs())
     try:
         await admin.start()
         responses = await admin.describe_consumer_groups([settings.topology_id])
@@ -523,25 +534,25 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
     from squall.policy.topics import changelog_name, topic_name
     from squall.tools.kafka_admin import end_offsets
 
-    bootstrap = settings.kafka_bootstrap_servers
+    bootstrap = KafkaConnection.from_settings(settings)
     out: dict[str, Any] = {
         t: await latest_records(bootstrap, changelog_name(settings, t)) for t in ("urls", "hosts", "audit", "robots")
     }
     out["deadletters"] = sum(
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
     )
-    committed = await _committed(settings)
-    out["lag"] = await _lag(settings, committed)
+    committed = await _committed(settings, bootstrap)
+    out["lag"] = await _lag(settings, committed, bootstrap)
     if committed is not None and (out["lag"].get("signals") or out["lag"].get("status")):
         from squall.policy.pace import PaceConfig
 
         out["hosts"] = apply_unapplied(
             out["hosts"],
-            await unapplied_signals(settings, committed),
+            await unapplied_signals(settings, committed, bootstrap),
             PaceConfig.from_settings(settings),
             settings.frontier_signals_remembered,
         )
-    out["group"] = await group_members(settings)
+    out["group"] = await group_members(settings, bootstrap)
     return out
 
 

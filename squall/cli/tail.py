@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.topics import TABLES, TOPIC_SUFFIXES, changelog_name, topic_name
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ def format_line(topic: str, partition: int, offset: int, timestamp_ms: int | Non
 
 
 async def follow(
-    bootstrap: str,
+    bootstrap: Broker,
     topic: str,
     out: TextIO,
     *,
@@ -95,33 +97,43 @@ async def follow(
     Stops after ``max_messages`` (0 = never) or ``timeout_s`` seconds without a record (0 = never).
 
     Raises:
-        UnknownTopic: ``topic`` does not exist (the message names those of ``topology_id`` that do).
+        UnknownTopic: ``topic`` does not exist, or this user may not see it (an ACL): the message names
+            those of ``topology_id`` that it sees.
+        KafkaAccessError: the broker refused the credentials, the TLS handshake or the read (an ACL).
         KafkaSetupError: no broker answers.
     """
     from aiokafka import AIOKafkaConsumer
 
     from squall.errors import KafkaSetupError, UnknownTopic
+    from squall.net.kafka_security import as_connection, check_access, quiet_client_log, refusals
     from squall.tools.kafka_admin import topic_partition_counts
 
-    existing = await topic_partition_counts(bootstrap)
+    conn = as_connection(bootstrap)
+    existing = await topic_partition_counts(conn)  # a refused login or TLS handshake: its one line
     if topic not in existing:  # the consumer would wait for it forever, logging an error ~9 times a second
         raise UnknownTopic(unknown_topic_message(topic, existing, topology_id))
 
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **conn.client_kwargs(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
     )
     try:
-        await consumer.start()
+        with quiet_client_log() if conn.protocol != "PLAINTEXT" else contextlib.nullcontext():
+            await consumer.start()
     except Exception as exc:  # aiokafka raises several kinds; all mean "cannot follow"
-        raise KafkaSetupError(f"cannot follow {topic} at {bootstrap}: {exc}") from exc
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+        if conn.protocol != "PLAINTEXT":
+            await check_access(conn)  # a refused login or TLS handshake: that one line
+        raise KafkaSetupError(f"cannot follow {topic} at {conn.bootstrap}: {exc}") from exc
     printed = 0
     try:
         while True:
-            batch = await consumer.getmany(timeout_ms=int(timeout_s * 1000) if timeout_s else 1000)
+            async with refusals(conn):  # an ACL that does not let this user read the topic
+                batch = await consumer.getmany(timeout_ms=int(timeout_s * 1000) if timeout_s else 1000)
             if not batch and timeout_s:
                 return printed
             for tp, messages in batch.items():
@@ -155,7 +167,7 @@ def _tail_command(args: argparse.Namespace) -> int:
     topic = resolve_topic(settings, args.topic)
     asyncio.run(
         follow(
-            settings.kafka_bootstrap_servers,
+            KafkaConnection.from_settings(settings),
             topic,
             sys.stdout,
             from_beginning=args.from_beginning,

@@ -98,6 +98,27 @@ class SettingsFields:
     #: byIP: most host:port resolutions one worker keeps (least recently used dropped).
     partition_ip_cache_size: int = field(metadata={"key": "partition.ip.cache.size"})
 
+    # ---- Kafka security (a secured broker)
+    #: How every squall client (workers, commands, tools) talks to the broker:
+    #: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT (SASL without TLS) or SASL_SSL.
+    kafka_security_protocol: str = field(metadata={"key": "kafka.security.protocol"})
+    #: SASL mechanism of the SASL_* protocols: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    kafka_sasl_mechanism: str = field(metadata={"key": "kafka.sasl.mechanism"})
+    #: File with the SASL credentials ("username=NAME" and "password=SECRET" lines;
+    #: never put them in this YAML). "" = from $SQUALL_KAFKA_USERNAME and
+    #: $SQUALL_KAFKA_PASSWORD, which win over the file when both are set.
+    kafka_sasl_credentials_file: str = field(metadata={"key": "kafka.sasl.credentials.file"})
+    #: PEM file of the CA(s) that signed the broker's certificate (SSL, SASL_SSL);
+    #: "" = the system's CAs.
+    kafka_ssl_cafile: str = field(metadata={"key": "kafka.ssl.cafile"})
+    #: PEM client certificate (chain) presented to the broker (mutual TLS); "" = none.
+    kafka_ssl_certfile: str = field(metadata={"key": "kafka.ssl.certfile"})
+    #: PEM private key of kafka.ssl.certfile; "" = the key is inside kafka.ssl.certfile.
+    kafka_ssl_keyfile: str = field(metadata={"key": "kafka.ssl.keyfile"})
+    #: Check that the broker's certificate names the host connected to (turn off
+    #: only for a certificate without the host's name, e.g. in a test).
+    kafka_ssl_check_hostname: bool = field(metadata={"key": "kafka.ssl.check.hostname"})
+
     # ---- HTTP
     #: Crawler name: the product token of the User-Agent header
     #: "<name>/<version> (+<url>; <email>)" and the robots.txt agent (RFC 9309 §2.2.1).

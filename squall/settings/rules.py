@@ -26,6 +26,13 @@ their sources:
 * ``render.resources.skip`` names Playwright resource types, never ``document``;
   ``sitemap.default.path`` is empty or starts with ``/``.
 * ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
+* The broker's security (:func:`squall.net.kafka_security.validate`):
+  ``kafka.security.protocol`` and ``kafka.sasl.mechanism`` from their lists;
+  ``kafka.ssl.*`` files only with a TLS protocol and existing;
+  ``kafka.ssl.keyfile`` only with ``kafka.ssl.certfile``; a SASL protocol
+  needs credentials (``$SQUALL_KAFKA_USERNAME`` and ``$SQUALL_KAFKA_PASSWORD``,
+  or an existing, complete ``kafka.sasl.credentials.file``), and that file
+  only with a SASL protocol.
 * ``kafka.session.fence.margin.secs`` is below ``kafka.session.timeout.secs``
   minus the heartbeat interval (:mod:`squall.policy.lease`), or the fence
   would close between two healthy heartbeats.
@@ -191,6 +198,7 @@ def _validate_ranges(settings: Settings) -> None:
 
 
 def _validate_choices(settings: Settings) -> None:
+    from squall.net import kafka_security
     from squall.policy.netsafety import NetworkPolicy
     from squall.policy.partition import is_public_suffix, validate_mode
     from squall.policy.render_policy import RESOURCE_TYPES  # here: settings loading must not import the parser eagerly
@@ -198,6 +206,7 @@ def _validate_choices(settings: Settings) -> None:
     from squall.policy.scope import host_name
 
     check_template(settings.kafka_group_instance_id)
+    kafka_security.validate(settings)
     validate_mode(settings.partition_url_mode)
     key = "http.robots.agents" if settings.http_robots_agents else "http.agent.name"
     for name in settings.http_robots_agents or (settings.http_agent_name,):

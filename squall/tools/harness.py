@@ -320,9 +320,11 @@ class Crawl:
     def records(self) -> dict[str, dict[str, Any]]:
         """The latest URL records (canonical URL → record dict) from the urls changelog."""
         from squall.cli.status import latest_records
+        from squall.net.kafka_security import KafkaConnection
         from squall.policy.topics import changelog_name
 
-        return asyncio.run(latest_records(self.settings.kafka_bootstrap_servers, changelog_name(self.settings, "urls")))
+        conn = KafkaConnection.from_settings(self.settings)
+        return asyncio.run(latest_records(conn, changelog_name(self.settings, "urls")))
 
     def audit(self) -> dict[str, Any]:
         """``squall audit --json`` of this crawl: totals and one entry per host (``by_host``), worst first."""

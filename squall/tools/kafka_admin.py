@@ -7,6 +7,11 @@
 * :func:`end_offsets` and :func:`read_topic` read a topic (typically a
   compacted table changelog) from the beginning up to the end offsets captured
   at the start, without a consumer group, for reports.
+
+Every function takes the broker as a :data:`squall.net.kafka_security.Broker`:
+a ``host:port,...`` string (PLAINTEXT) or a
+:class:`~squall.net.kafka_security.KafkaConnection` (TLS, SASL), whose
+refusals arrive as one-line :class:`squall.errors.KafkaAccessError`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,15 @@ from aiokafka.errors import (
 from aiokafka.structs import TopicPartition
 
 from squall.errors import ConfigError, KafkaSetupError
+from squall.net.kafka_security import (
+    Broker,
+    KafkaConnection,
+    as_connection,
+    check_access,
+    quiet_client_log,
+    refusals,
+    translate,
+)
 
 # How long (s) to wait for a created topic to show up in metadata with all
 # its partitions (KRaft propagates asynchronously but fast).
@@ -41,30 +55,43 @@ _Client = TypeVar("_Client", bound=_Startable)
 
 
 @contextlib.asynccontextmanager
-async def _running(client: _Client, bootstrap: str, stop: Callable[[], Awaitable[object]]) -> AsyncIterator[_Client]:
+async def _running(
+    client: _Client, conn: KafkaConnection, stop: Callable[[], Awaitable[object]]
+) -> AsyncIterator[_Client]:
     """``client`` started; ``stop`` (its close or stop method) runs on leaving, and when the start fails.
 
+    A refusal by the broker inside the block (an ACL) becomes a :class:`KafkaAccessError`.
+
     Raises:
-        KafkaSetupError: the start failed (KafkaError or OSError: no broker answers at ``bootstrap``).
+        KafkaAccessError: the broker refused the credentials or the TLS handshake
+            (:func:`squall.net.kafka_security.check_access` says which), or an operation.
+        KafkaSetupError: the start failed (KafkaError or OSError: no broker answers at ``conn``).
     """
+    secured = conn.protocol != "PLAINTEXT"
     try:
-        await client.start()
+        # a secured start that fails is diagnosed below, instead of aiokafka's error per attempt
+        with quiet_client_log() if secured else contextlib.nullcontext():
+            await client.start()
     except (KafkaError, OSError) as exc:
         with contextlib.suppress(Exception):
             await stop()
-        raise KafkaSetupError(f"no Kafka broker answers at {bootstrap}: {exc}") from exc
+        if secured:
+            await check_access(conn)  # raises the refusal, if that was it
+        raise KafkaSetupError(f"no Kafka broker answers at {conn.bootstrap}: {exc}") from exc
     try:
-        yield client
+        async with refusals(conn):
+            yield client
     finally:
         await stop()
 
 
 def _admin(
-    bootstrap: str, request_timeout_s: float = 30.0
+    broker: Broker, request_timeout_s: float = 30.0
 ) -> contextlib.AbstractAsyncContextManager[AIOKafkaAdminClient]:
-    """An admin client of ``bootstrap``, started and closed by ``async with`` (:func:`_running`)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(request_timeout_s * 1000))
-    return _running(admin, bootstrap, admin.close)
+    """An admin client of ``broker``, started and closed by ``async with`` (:func:`_running`)."""
+    conn = as_connection(broker)
+    admin = AIOKafkaAdminClient(**conn.client_kwargs(), request_timeout_ms=int(request_timeout_s * 1000))
+    return _running(admin, conn, admin.close)
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
@@ -96,7 +123,7 @@ def _check_counts(wanted: Mapping[str, int], counts: Mapping[str, int]) -> None:
 
 
 async def ensure_topics(
-    bootstrap: str,
+    bootstrap: Broker,
     topics: Mapping[str, int],
     replication: int = 1,
     configs: Mapping[str, Mapping[str, str]] | None = None,
@@ -145,6 +172,9 @@ async def ensure_topics(
                     created[item["topic"]] = True
                 elif code != TopicAlreadyExistsError.errno:
                     message = item.get("error_message") or ""
+                    refused = translate(for_code(code)(item["topic"]), as_connection(bootstrap))
+                    if refused is not None:
+                        raise refused
                     raise KafkaSetupError(
                         f"creating topic {item['topic']!r} failed: {for_code(code).__name__} {message}".strip()
                     )
@@ -163,28 +193,30 @@ async def ensure_topics(
             await asyncio.sleep(0.1)
 
 
-def _consumer(bootstrap: str) -> contextlib.AbstractAsyncContextManager[AIOKafkaConsumer]:
-    """A group-less consumer of ``bootstrap``, started and stopped by ``async with`` (:func:`_running`)."""
+def _consumer(broker: Broker) -> contextlib.AbstractAsyncContextManager[AIOKafkaConsumer]:
+    """A group-less consumer of ``broker``, started and stopped by ``async with`` (:func:`_running`)."""
+    conn = as_connection(broker)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **conn.client_kwargs(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    return _running(consumer, bootstrap, consumer.stop)
+    return _running(consumer, conn, consumer.stop)
 
 
-async def topic_partition_counts(bootstrap: str) -> dict[str, int]:
+async def topic_partition_counts(bootstrap: Broker) -> dict[str, int]:
     """Every topic at ``bootstrap`` (Kafka's internal ones too) → its partition count, never auto-creating one.
 
     Raises:
+        KafkaAccessError: the broker refused the credentials, the TLS handshake or the request (an ACL).
         KafkaSetupError: no broker answers.
     """
     async with _admin(bootstrap) as admin:
         return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None) if t["error_code"] == 0}
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None:
+async def _partitions(bootstrap: Broker, topic: str) -> list[TopicPartition] | None:
     """The partitions of ``topic`` (None if it does not exist), never auto-creating it."""
     async with _admin(bootstrap) as admin:
         for item in await admin.describe_topics(None):
@@ -196,7 +228,7 @@ async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition] | None
     return None
 
 
-async def end_offsets(bootstrap: str, topic: str, missing_ok: bool = False) -> dict[int, int]:
+async def end_offsets(bootstrap: Broker, topic: str, missing_ok: bool = False) -> dict[int, int]:
     """partition → end offset (the offset the next record will get) of ``topic``.
 
     Raises:
@@ -207,14 +239,14 @@ async def end_offsets(bootstrap: str, topic: str, missing_ok: bool = False) -> d
     if tps is None:
         if missing_ok:
             return {}
-        raise KafkaSetupError(f"topic {topic!r} does not exist at {bootstrap}")
+        raise KafkaSetupError(f"topic {topic!r} does not exist at {as_connection(bootstrap).bootstrap}")
     async with _consumer(bootstrap) as consumer:
         ends = await consumer.end_offsets(tps)
         return {tp.partition: int(ends[tp]) for tp in sorted(ends, key=lambda tp: tp.partition)}
 
 
 async def read_topic(
-    bootstrap: str,
+    bootstrap: Broker,
     topic: str,
     missing_ok: bool = False,
     idle_timeout_s: float = 30.0,
@@ -225,7 +257,7 @@ async def read_topic(
 
 
 async def read_partitioned(
-    bootstrap: str,
+    bootstrap: Broker,
     topic: str,
     missing_ok: bool = False,
     idle_timeout_s: float = 30.0,
@@ -250,7 +282,7 @@ async def read_partitioned(
     if tps is None:
         if missing_ok:
             return
-        raise KafkaSetupError(f"topic {topic!r} does not exist at {bootstrap}")
+        raise KafkaSetupError(f"topic {topic!r} does not exist at {as_connection(bootstrap).bootstrap}")
     async with _consumer(bootstrap) as consumer:
         ends = await consumer.end_offsets(tps)
         beginnings = await consumer.beginning_offsets(tps)

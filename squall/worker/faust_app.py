@@ -7,6 +7,8 @@ worker`` starts a worker, never at import.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import errno
 import socket
 import warnings
@@ -16,7 +18,8 @@ import faust
 import faust.exceptions
 
 import squall.worker.kafka_consumer
-from squall.errors import DataDirError
+from squall.errors import DataDirError, KafkaAccessError, KafkaSetupError
+from squall.net.kafka_security import KafkaConnection, check_access, translate
 from squall.settings import Settings
 from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
@@ -31,9 +34,14 @@ class SquallWorker(faust.Worker):
     (:mod:`squall.worker.datadir`; not at import: ``faust -A topology --datadir
     DIR worker`` imports this module before Faust's command line exports
     ``F_DATADIR``) — a directory in use or not creatable stops the worker; the
-    web port (``topology.web.port`` or ``--web-port``) must be free; every
-    topic of the topology is created and listed in the broker's metadata
-    before the consumer joins the group (:mod:`squall.worker.topic_setup`).
+    web port (``topology.web.port`` or ``--web-port``) must be free; a secured
+    broker must accept the worker's credentials and TLS handshake
+    (:func:`check_broker_access`); every topic of the topology is created and
+    listed in the broker's metadata before the consumer joins the group
+    (:mod:`squall.worker.topic_setup`), through the same
+    :class:`~squall.net.kafka_security.KafkaConnection` as Faust's clients.
+    Then Faust starts (:meth:`start`: an operation the broker refuses ends it
+    with one line too).
     """
 
     def __init__(self, app: SquallApp, *args, **kwargs) -> None:
@@ -51,8 +59,10 @@ class SquallWorker(faust.Worker):
             )
         if app.conf.web_enabled:
             check_web_port(app.conf.web_bind, app.conf.web_port)
+        conn = KafkaConnection.from_settings(settings)
+        check_broker_access(conn)  # a refused login or TLS handshake: one line, before any client retries it
         prepare_topics(
-            settings.kafka_bootstrap_servers,
+            conn,
             plan_of(app.squall_topics, faust_topics(app)),
             settings.topology_replication_factor,
             settings.topology_id,
@@ -62,6 +72,42 @@ class SquallWorker(faust.Worker):
             settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
         )
         super().__init__(app, *args, **kwargs)
+
+    async def start(self) -> None:
+        """Faust's start; an operation the broker refuses while starting (an ACL) ends it with one line.
+
+        E.g. a worker started with the viewer's credentials: Faust's topic
+        creation is refused, and instead of its traceback the worker says so
+        (:func:`squall.net.kafka_security.translate`) and exits.
+        """
+        try:
+            await super().start()
+        except Exception as exc:
+            refused = translate(exc, KafkaConnection.from_settings(self.app.squall_settings))  # type: ignore[attr-defined]
+            if refused is None:
+                raise
+            raise SystemExit(f"squall: {refused}") from None
+
+
+def check_broker_access(conn: KafkaConnection, timeout_s: float = 10.0) -> None:
+    """Stop the worker with one line if a secured broker refuses its credentials or TLS handshake.
+
+    Without this, aiokafka logs every refused attempt and Faust retries (or
+    dies with a traceback). Only a refusal stops the worker here: a broker
+    that does not answer is left to the topic setup that follows
+    (:func:`squall.worker.topic_setup.prepare_topics`), which says so in one
+    line, as on a PLAINTEXT broker. Runs on its own event loop in a thread
+    (the worker's loop is not running yet).
+    """
+    if conn.protocol == "PLAINTEXT":
+        return
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, check_access(conn, timeout_s)).result()
+        except KafkaAccessError as exc:
+            raise SystemExit(f"squall: {exc}") from None
+        except KafkaSetupError:
+            pass  # not reachable: prepare_topics says so
 
 
 class SquallApp(faust.App):

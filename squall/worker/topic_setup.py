@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from faust.types import TopicT
 from mode.utils.times import want_seconds
 
-from squall.errors import ConfigError, KafkaSetupError
+from squall.errors import ConfigError, KafkaAccessError, KafkaSetupError
+from squall.net.kafka_security import Broker
 
 LATE_TOPICS_ENV = "SQUALL_TEST_LATE_TOPICS"
 
@@ -74,21 +75,25 @@ def plan_of(topics: Mapping[str, int], faust_topics: Iterable[TopicT]) -> TopicP
     return plan
 
 
-async def _ensure(bootstrap: str, plan: TopicPlan, replication: int) -> None:
+async def _ensure(bootstrap: Broker, plan: TopicPlan, replication: int) -> None:
     from squall.tools.kafka_admin import ensure_topics
 
     await ensure_topics(bootstrap, plan.partitions, replication, plan.configs)
 
 
-def prepare_topics(bootstrap: str, plan: TopicPlan, replication: int, topology_id: str) -> None:
+def prepare_topics(bootstrap: Broker, plan: TopicPlan, replication: int, topology_id: str) -> None:
     """Create the missing topics of ``plan`` and wait until the broker lists them all (its own event loop).
 
     Runs before the worker's loop exists (:class:`squall.worker.faust_app.SquallWorker`).
+    ``bootstrap`` is a ``host:port,...`` string (PLAINTEXT) or the worker's
+    :class:`~squall.net.kafka_security.KafkaConnection` (TLS, SASL).
 
     Raises:
-        SystemExit: one line — no broker answers at ``bootstrap``, a topic
-            exists with another partition count, or the topics did not appear
-            (the broker's own error named); 130 on Ctrl-C.
+        SystemExit: one line — no broker answers at ``bootstrap``, the broker
+            refused the credentials or a creation (an ACL:
+            :class:`~squall.errors.KafkaAccessError`'s line), a topic exists
+            with another partition count, or the topics did not appear (the
+            broker's own error named); 130 on Ctrl-C.
     """
     loop = asyncio.new_event_loop()
     # logging is not set up yet (Faust does it later): aiokafka's connection errors would reach
@@ -99,6 +104,8 @@ def prepare_topics(bootstrap: str, plan: TopicPlan, replication: int, topology_i
         loop.run_until_complete(_ensure(bootstrap, plan, replication))
     except ConfigError as exc:
         raise SystemExit(f"squall: configuration error: {exc}") from None
+    except KafkaAccessError as exc:  # as the worker says a refusal anywhere else (squall.worker.faust_app)
+        raise SystemExit(f"squall: {exc}") from None
     except KafkaSetupError as exc:
         raise SystemExit(
             f"squall: cannot prepare the topics of topology.id {topology_id!r}: {exc} "

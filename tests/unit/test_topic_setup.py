@@ -150,3 +150,59 @@ def test_a_partition_count_mismatch_stops_the_worker_with_the_key_named(monkeypa
     assert exc.value.code == (
         "squall: configuration error: topology.partitions: topic 'x-status' exists with 4 partitions but 2 are configured"
     )
+
+
+def test_a_refused_topic_creation_stops_the_worker_with_the_refusal_line_and_the_connection_is_passed_on(monkeypatch):
+    from squall.errors import KafkaAccessError
+    from squall.net.kafka_security import Credentials, KafkaConnection
+
+    conn = KafkaConnection("127.0.0.1:9", protocol="SASL_PLAINTEXT", credentials=Credentials("viewer", "secret"))
+    seen = []
+
+    async def refused(bootstrap, plan, replication):
+        seen.append(bootstrap)
+        raise KafkaAccessError(
+            "Kafka refused user viewer: not authorized for the topic x-status (TopicAuthorizationFailed)"
+        )
+
+    monkeypatch.setattr(topic_setup, "_ensure", refused)
+    with pytest.raises(SystemExit) as exc:
+        prepare_topics(conn, plan_of({"x-status": 2}, []), 1, "x")
+    assert exc.value.code == (
+        "squall: Kafka refused user viewer: not authorized for the topic x-status (TopicAuthorizationFailed)"
+    )
+    assert seen == [conn]  # the worker's TLS/SASL connection, not a bare bootstrap string
+    assert "secret" not in repr(conn)
+
+
+def test_a_worker_checks_its_login_then_creates_its_topics_then_starts_faust(monkeypatch, tmp_path):
+    import topology
+
+    order: list[str] = []
+
+    class _Started(Exception):  # stands for Faust's own start (faust.Worker.__init__)
+        pass
+
+    def step(name, result=None):
+        def record(*args, **kwargs):
+            order.append(name)
+            return result
+
+        return record
+
+    def faust_starts(*args, **kwargs):
+        order.append("faust")
+        raise _Started
+
+    monkeypatch.setattr(faust_app, "open_datadir", step("datadir", (tmp_path, None)))
+    monkeypatch.setattr(faust_app, "check_web_port", step("web port"))
+    monkeypatch.setattr(faust_app, "check_broker_access", step("login"))
+    monkeypatch.setattr(faust_app, "prepare_topics", step("topics"))
+    monkeypatch.setattr(faust_app, "faust_topics", step("plan", []))
+    monkeypatch.setattr(faust_app, "install_outage_filter", step("outage filter"))
+    monkeypatch.setattr(faust_app.faust.Worker, "__init__", faust_starts)
+    conf = SimpleNamespace(datadir=None, consumer_group_instance_id=None, web_enabled=True, web_bind="", web_port=0)
+    app = SimpleNamespace(squall_settings=topology.settings, squall_topics={}, conf=conf)
+    with pytest.raises(_Started):
+        faust_app.SquallWorker(app)  # type: ignore[arg-type]
+    assert order == ["datadir", "web port", "login", "plan", "topics", "outage filter", "faust"]
