@@ -80,6 +80,7 @@ from squall.policy.outcome import classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.sitemaps import is_marked
 from squall.policy.urls import NormalizerConfig, origin_of
 from squall.worker.group_lease import GroupLease
 from topology import app, fetch_topic, settings, signals_topic, status_topic
@@ -95,6 +96,7 @@ MAX_REDIRECTS: int = settings.http_redirect_max
 RATE_PER_S: float = settings.fetcher_server_rate
 BURST: int = settings.fetcher_server_burst
 RECENT_FETCH_IDS: int = settings.fetcher_recent_fetch_ids  # finished fetch ids remembered to recognise late copies
+INLINE_PARSE_BYTES: int = settings.parser_inline_max_bytes
 QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
 FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
 FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the waiting URLs back
@@ -156,7 +158,8 @@ class FetcherRuntime:
         if self.http is None:
             self.http = await HttpFetcher(HttpConfig.from_settings(settings)).__aenter__()
             prefix = f"{settings.topology_id}-{socket.gethostname()}-{os.getpid()}"
-            self.warc = WarcWriter(Path(settings.warc_dir), prefix, settings.warc_max_size)
+            if settings.warc_enabled:  # warc.enabled false: no archive
+                self.warc = WarcWriter(Path(settings.warc_dir), prefix, settings.warc_max_size)
             asyncio.get_running_loop().create_task(self._dispatch())
 
     async def close(self) -> None:
@@ -606,7 +609,7 @@ async def _fetch_page(
         return [status], event_ended, turn.end(event_ended)
     _count_takeover_fetch(msg)
     await _token(msg.key)
-    assert runtime.http is not None and runtime.warc is not None
+    assert runtime.http is not None
     runtime.audit(msg.key)
     try:
         result = await runtime.http.fetch(msg.url, headers=decision.headers, address=address)
@@ -633,14 +636,22 @@ async def _fetch_page(
         msg, outcome.signal, result.ended_at_s, requested=True, go=decision, retry_until_s=outcome.retry_after_s
     )
     pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
-    # off the event loop: a 50 000-entry sitemap or a large page takes seconds to read
-    parsed = (
-        await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata) if outcome.parse else None
-    )
+    parsed = await _parse(msg, result) if outcome.parse else None
     fetched = fd.Fetched(
         etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
     )
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
+
+
+async def _parse(msg: FetchMessage, result: FetchResult) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+    """The parse step: on the loop for a page up to ``parser.inline.max.bytes``, else in a thread.
+
+    A 50 000-entry sitemap or a large page takes seconds to read: off the
+    event loop; a small page costs less than the hand-off to a thread.
+    """
+    if len(result.body) <= INLINE_PARSE_BYTES and not is_marked(msg.metadata):
+        return parser.parse(result, depth=msg.depth, metadata=msg.metadata)
+    return await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata)
 
 
 def _count_takeover_fetch(msg: FetchMessage) -> None:
@@ -657,8 +668,9 @@ def _count_takeover_fetch(msg: FetchMessage) -> None:
 
 
 async def _archive(msg: FetchMessage, result: FetchResult) -> None:
-    """Write the request and response records of one fetch to the WARC file, off the event loop."""
-    assert runtime.warc is not None
+    """Write the request and response records of one fetch to the WARC file, off the event loop (if archiving)."""
+    if runtime.warc is None:
+        return
     await asyncio.to_thread(
         runtime.warc.write_fetch,
         msg.url,

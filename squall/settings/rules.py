@@ -80,6 +80,8 @@ NOT_NEGATIVE = (
     "frontier.handout.lead.secs",
     "frontier.takeover.grace.secs",
     "audit.tolerance.secs",
+    "audit.flush.secs",
+    "parser.inline.max.bytes",
     "metrics.hosts.top",
     "metrics.log.interval.secs",
     "http.robots.refresh.ahead.secs",
