@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -97,6 +98,7 @@ RATE_PER_S: float = settings.fetcher_server_rate
 BURST: int = settings.fetcher_server_burst
 RECENT_FETCH_IDS: int = settings.fetcher_recent_fetch_ids  # finished fetch ids remembered to recognise late copies
 INLINE_PARSE_BYTES: int = settings.parser_inline_max_bytes
+INLINE_WARC_BYTES: int = settings.warc_inline_max_bytes
 QUEUE_FULL_RETRY_S: float = settings.fetcher_queue_full_retry_secs  # a full queue is offered the item again after this
 FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
 FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the waiting URLs back
@@ -668,10 +670,16 @@ def _count_takeover_fetch(msg: FetchMessage) -> None:
 
 
 async def _archive(msg: FetchMessage, result: FetchResult) -> None:
-    """Write the request and response records of one fetch to the WARC file, off the event loop (if archiving)."""
+    """Write the request and response records of one fetch to the WARC file (if archiving).
+
+    A body of at most ``warc.inline.max.bytes`` is written on the event loop
+    (about half a CPU-millisecond for a 12 KB page, less than handing it to a
+    thread and back); a larger one in a thread, so the loop never stalls
+    (the writer's lock orders the two).
+    """
     if runtime.warc is None:
         return
-    await asyncio.to_thread(
+    write = functools.partial(
         runtime.warc.write_fetch,
         msg.url,
         request_headers=result.request_headers,
@@ -684,6 +692,10 @@ async def _archive(msg: FetchMessage, result: FetchResult) -> None:
         truncated=result.truncated,
         http_version=result.http_version,
     )
+    if len(result.body) <= INLINE_WARC_BYTES:
+        write()
+    else:
+        await asyncio.to_thread(write)
 
 
 def _audit_robots(origin: str, hop: int) -> None:

@@ -349,6 +349,10 @@ class SettingsFields:
     warc_dir: str = field(metadata={"key": "warc.dir"})
     #: Rotate a WARC file when it passes this many bytes.
     warc_max_size: int = field(metadata={"key": "warc.max.size"})
+    #: A fetch whose body is at most this many bytes is archived on the worker's
+    #: event loop (cheaper than a thread hand-off); a larger one in a thread, so
+    #: the loop never stalls. 0 = every record in a thread.
+    warc_inline_max_bytes: int = field(metadata={"key": "warc.inline.max.bytes"})
 
     # ---- observability
     #: Politeness audit: a start-to-start gap may fall short of the delay in force

@@ -82,6 +82,7 @@ NOT_NEGATIVE = (
     "audit.tolerance.secs",
     "audit.flush.secs",
     "parser.inline.max.bytes",
+    "warc.inline.max.bytes",
     "metrics.hosts.top",
     "metrics.log.interval.secs",
     "http.robots.refresh.ahead.secs",
