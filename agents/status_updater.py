@@ -159,7 +159,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         done.signals.extend([msg.signal] if msg.signal is not None else [])
         if msg.discovered is not None:  # the page's outlinks are good input of their own
             _handle_decoded(msg.discovered, value, partition, now_s, done)
-        done.writes.flush()
+        _hand_out_and_flush(done, now_s)
         return done
     if not BY_IP and partition_for_key(key, PARTITIONS) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))

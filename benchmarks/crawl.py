@@ -608,23 +608,7 @@ def run_squall(
     cpu = cpu_until(samples, last + CPU_TAIL_S)
     written = records_written(ends[0][1], sample_at(ends, last + CPU_TAIL_S))
     records = {topic_label(t, crawl.topology_id): n for t, n in written.items()}
-    return Row(
-        squall_label(args.workers, warc),
-        m["pages"],
-        available,
-        m["elapsed_s"],
-        m["bound_pps"],
-        m["min_gap_s"],
-        m["p1_gap_s"],
-        m["violations"],
-        m["duplicates"],
-        cpu,
-        rss,
-        wall,
-        m["links"],
-        run,
-        records,
-    )
+    return _row(squall_label(args.workers, warc), m, available, cpu, rss, wall, run, records)
 
 
 def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
@@ -750,8 +734,22 @@ def run_scrapy(
     wall = time.time() - t0
     stats = json.loads((workdir / "scrapy-stats.json").read_text()) if (workdir / "scrapy-stats.json").exists() else {}
     m = measure(served.server.requests, set(ips), args.delay, args.pages, links_of(served.server.spec))
+    return _row("scrapy", m, available, stats.get("cpu_s"), stats.get("rss_mb"), wall, run)
+
+
+def _row(
+    crawler: str,
+    m: dict[str, Any],
+    available: int,
+    cpu_s: float | None,
+    rss_mb: float | None,
+    wall_s: float,
+    run: int,
+    records: dict[str, int] | None = None,
+) -> Row:
+    """The :class:`Row` of one crawl from :func:`measure`'s figures ``m`` and the crawler's own."""
     return Row(
-        "scrapy",
+        crawler,
         m["pages"],
         available,
         m["elapsed_s"],
@@ -760,11 +758,12 @@ def run_scrapy(
         m["p1_gap_s"],
         m["violations"],
         m["duplicates"],
-        stats.get("cpu_s"),
-        stats.get("rss_mb"),
-        wall,
+        cpu_s,
+        rss_mb,
+        wall_s,
         m["links"],
         run,
+        records,
     )
 
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.errors import KafkaSetupError
-from squall.net.kafka_security import Broker, as_connection
+from squall.net.kafka_security import Broker, as_connection, quiet_client_log
 from squall.tools import kafka_secure
 from squall.tools.kafka_secure import SecureFiles
 
@@ -350,17 +350,6 @@ def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _quiet_aiokafka() -> Iterator[None]:
-    logger = logging.getLogger("aiokafka")
-    old = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(old)
-
-
 async def is_answering_async(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
     """True if a Kafka broker at ``bootstrap`` answers a metadata request.
 
@@ -386,7 +375,7 @@ async def is_answering_async(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
     if not reachable:
         return False
     left = max(0.1, deadline - loop.time())
-    with _quiet_aiokafka():
+    with quiet_client_log():
         admin = AIOKafkaAdminClient(**conn.client_kwargs(), request_timeout_ms=max(100, int(left * 1000)))
         try:
             async with asyncio.timeout(left):
