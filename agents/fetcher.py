@@ -72,13 +72,14 @@ from agents.sitemaps import emit_robots_sitemaps
 from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
 from squall.net.http import FetchResult, HttpConfig, HttpFetcher
 from squall.net.warc import WarcWriter
+from squall.policy import control
 from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.backoff import TokenBucket, try_take
 from squall.policy.fetch_queues import FetchQueues
 from squall.policy.frontier import HostRecord
 from squall.policy.outcome import classify_failure, classify_http
-from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
+from squall.policy.pace import FetchEnded, PaceConfig, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.policy.sitemaps import is_marked
@@ -155,6 +156,9 @@ class FetcherRuntime:
     ends_seen: int = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     pending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_PENDING))
+    # operator commands (squall.policy.control): paused partitions, the pace settings of a crawl.delay per partition
+    paused_partitions: set[int] = field(default_factory=set)
+    pace_configs: dict[int, PaceConfig] = field(default_factory=dict)
 
     async def start(self) -> None:
         if self.http is None:
@@ -202,6 +206,10 @@ class FetcherRuntime:
         its partition was revoked while the URL waited.
         """
         granted: asyncio.Future[HandBack | None] = asyncio.get_running_loop().create_future()
+        now_s = time.time()
+        until_s = control.hand_back_at(self.pace(key, now_s), self.paused(key), now_s, CONFIG.lead_s)
+        if until_s is not None:  # paused, or blocked by the operator: back to the frontier at once
+            return HandBack(until_s)
         while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):  # noqa: ASYNC110
             await asyncio.sleep(QUEUE_FULL_RETRY_S)  # queue at fetcher.max.queue.size: hold the item
         self.wakeup.set()
@@ -210,7 +218,7 @@ class FetcherRuntime:
 
     def done(self, key: str, event: FetchEnded) -> PaceState:
         """A turn of queue ``key`` ended with ``event``: apply the pace model, re-time the queue, free the slot."""
-        pace = after_fetch(self.pace(key, event.at_s), event, CONFIG.pace)
+        pace = after_fetch(self.pace(key, event.at_s), event, self.pace_config(key))
         self.paces[key] = (self.paces[key][0], pace)
         if pace.capped_retry_after:
             log.warning(
@@ -252,6 +260,49 @@ class FetcherRuntime:
         self._hand_back_if_blocked(key, pace, time.time())
         self.wakeup.set()
 
+    def pace_config(self, key: str) -> PaceConfig:
+        """The pace settings of queue ``key``: the configured ones, or with a ``crawl.delay`` command's default."""
+        return self.pace_configs.get(partition_for_key(key, PARTITIONS), CONFIG.pace)
+
+    def paused(self, key: str) -> bool:
+        """Whether the crawl is paused for queue ``key``'s partition (a ``crawl.pause`` command)."""
+        return partition_for_key(key, PARTITIONS) in self.paused_partitions
+
+    def set_crawl(self, partition: int, crawl: control.CrawlControl, now_s: float) -> None:
+        """Take the crawl-wide operator state of ``partition``; a pause hands back every URL waiting here for it."""
+        self.pace_configs[partition] = control.pace_config(CONFIG.pace, crawl)
+        if crawl.paused:
+            self.paused_partitions.add(partition)
+            for key in [k for k in self.queues.keys() if partition_for_key(k, PARTITIONS) == partition]:  # noqa: SIM118
+                self.hand_back_host(key, now_s)  # fetches in flight finish
+        else:
+            self.paused_partitions.discard(partition)
+        self.wakeup.set()
+
+    def steer(self, key: str, record: HostRecord, now_s: float) -> None:
+        """An operator command changed queue ``key``'s record: its pace here follows at once.
+
+        The operator's delay and block enter the queue's pace
+        (:func:`squall.policy.control.steer_pace`); a block beyond the
+        hand-out lead, or a page limit the URLs waiting here would exceed,
+        hands them back to the frontier.
+        """
+        known = self.paces.get(key)
+        if known is not None:
+            pace = control.steer_pace(known[1], record)
+            self.paces[key] = (known[0], pace)
+            self.queues.set_ready_at(key, pace.ready_at_s)
+            self._hand_back_if_blocked(key, pace, now_s)
+        if control.limit_reached(record, len(record.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))):
+            self.hand_back_host(key, now_s)
+        self.wakeup.set()
+
+    def hand_back_host(self, key: str, until_s: float) -> None:
+        """Hand back to the frontier every URL of queue ``key`` waiting here (due at ``until_s``, Unix s)."""
+        for waiting in self.queues.drain(key):
+            if not waiting.done():
+                waiting.set_result(HandBack(until_s))
+
     def _hand_back_if_blocked(self, key: str, pace: PaceState, now_s: float) -> None:
         """A long block of queue ``key`` (:func:`squall.policy.fetch_decision.hand_back_until`): its waiting URLs go back."""
         until_s = fd.hand_back_until(pace, now_s, CONFIG)
@@ -272,7 +323,7 @@ class FetcherRuntime:
 
     def hop_delay_s(self, key: str) -> float:
         """The delay (s) a robots.txt redirect hop of queue ``key`` waits (the Crawl-delay is not known yet)."""
-        return delay_in_force(CONFIG.pace, None, self.pace(key, time.time()), time.time())
+        return delay_in_force(self.pace_config(key), None, self.pace(key, time.time()), time.time())
 
     def revoke(self, partitions: set[int]) -> None:
         """Hand back the URLs of revoked partitions still waiting here: they are not fetched by this worker.
@@ -504,7 +555,7 @@ async def _fail_transiently(msg: FetchMessage, event, fid: str) -> None:
     """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
     try:
         status, event_ended = fd.failed_unexpectedly(msg, time.time())
-        pace = after_fetch(runtime.pace(msg.key, event_ended.at_s), event_ended, CONFIG.pace)
+        pace = after_fetch(runtime.pace(msg.key, event_ended.at_s), event_ended, runtime.pace_config(msg.key))
         await _send(msg, [status], event_ended, pace)
         event.ack()
         runtime.finished(fid)
@@ -541,7 +592,11 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
         now = time.time()
         if isinstance(turn, HandBack):
             status, event_ended = fd.deferred(msg, turn.until_s, now)
-            return [status], event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
+            return (
+                [status],
+                event_ended,
+                after_fetch(runtime.pace(msg.key, now), event_ended, runtime.pace_config(msg.key)),
+            )
         try:
             if _stale(msg):  # checked after the turn: a copy that waited sees the first copy's result
                 log.info("squall: skipping stale hand-out of %s", msg.url)
@@ -577,7 +632,7 @@ async def _address_route(msg: FetchMessage) -> Connect | tuple[list[StatusMessag
     else:  # fetch.dns (FETCH_ERROR, retried) or fetch.blocked_address (ERROR); no request was made
         event_ended = fd.ended(msg, SignalKind.OTHER, now, requested=False)
         statuses = fd.report(msg, classify_failure(route.reason), None, now, runtime.pace(msg.key, now), None, None)
-    return statuses, event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, CONFIG.pace)
+    return statuses, event_ended, after_fetch(runtime.pace(msg.key, now), event_ended, runtime.pace_config(msg.key))
 
 
 async def _robots_turn(

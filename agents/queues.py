@@ -43,7 +43,7 @@ def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
         ValueError, TypeError, KeyError: the stored record has another shape
         (a record of an older layout): the caller dead-letters the message.
     """
-    updated = apply_signal(host, signal, PACE, REMEMBERED)
+    updated = apply_signal(host, signal, fetcher.runtime.pace_config(host.key), REMEMBERED)
     if updated is not host:
         fetcher.runtime.learn(signal, updated)
     return updated
@@ -109,7 +109,8 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     horizon_s = now_s + host.delay_s
     eligible_at_s = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
     # a stopping worker hands nothing out: its fetcher hands back what waits there (the spout's timer stops too)
-    urls = index.take(key, now_s, PER_BUCKET) if eligible_at_s <= horizon_s and not app.should_stop else []
+    go = eligible_at_s <= horizon_s and not app.should_stop and not fetcher.runtime.paused(key)  # crawl.pause
+    urls = index.take(key, now_s, PER_BUCKET) if go else []
     if not urls:
         index.set_host_ready(key, eligible_at_s)
         return host, []

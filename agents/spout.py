@@ -46,7 +46,7 @@ async def spout(stream):
 def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
     index = state.indexes.get(partition)
-    if index is None:
+    if index is None or partition in fetcher.paused_partitions:  # crawl.pause: nothing new is handed out
         return []
     out: list[FetchMessage] = []
     for key, urls in index.pop_due(now_s, PER_BUCKET):
@@ -102,6 +102,8 @@ async def send_ticks() -> None:
     """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
     now = time.time()
     for partition, index in list(state.indexes.items()):
+        if partition in fetcher.paused_partitions:  # crawl.pause: no hand-out, no tick
+            continue
         due = min((t for t in (index.next_due_s(), state.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue

@@ -16,6 +16,8 @@ the same worker: docs/architecture.md invariant 1):
   partition's spout has a due host (the hand-out then runs inside that
   partition's event, which Faust table writes need).
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
+* ``<id>-control``  operator commands (:mod:`squall.policy.control`): keyed by the
+  host's partition key, a crawl-wide one sent to every partition.
 
 The parse step is an in-process hand-off inside the fetcher (no parse
 topic): a page body never travels through Kafka (pages can exceed the
@@ -30,6 +32,8 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
   in-flight hand-outs, regulator state, rejection counts)
 * ``robots``  robots.txt origin → RobotsEntry (RFC 9309 cache, survives restarts)
 * ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.policy.audit`)
+* ``control`` ``crawl:<partition>`` → CrawlControl (pause, default delay, crawl-wide
+  operator log; :mod:`squall.policy.control`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
 (:mod:`agents.observe`).
@@ -99,6 +103,7 @@ fetch_topic = _topic("fetch")
 signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
+control_topic = _topic("control")
 
 
 def _table(name: str, help_text: str) -> TableT:
@@ -117,9 +122,11 @@ urls_table = _table("urls", "canonical URL -> UrlRecord")
 hosts_table = _table("hosts", "partition key -> HostRecord")
 robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
 audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
+control_table = _table("control", "crawl:<partition> -> CrawlControl (operator commands)")
 
 TOPIC_NAMES = {
-    t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)
+    t.get_topic_name(): _N
+    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, control_topic)
 }
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
@@ -127,6 +134,8 @@ __all__ = [
     "TOPIC_NAMES",
     "app",
     "audit_table",
+    "control_table",
+    "control_topic",
     "deadletter_topic",
     "fetch_topic",
     "hosts_table",
@@ -139,6 +148,7 @@ __all__ = [
 ]
 
 # The agents register themselves on import (after everything above exists).
+import agents.control  # noqa: E402
 import agents.fetcher  # noqa: E402
 import agents.observe  # noqa: E402
 import agents.progress  # noqa: E402

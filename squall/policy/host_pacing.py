@@ -9,7 +9,9 @@ the durable record has:
   a signal of an older hand-out never frees a newer one);
 * a signal already applied (same ``fetch_id``) changes nothing: Kafka
   delivers at least once (docs/architecture.md invariant 3). The last
-  ``frontier.signals.remembered`` fetch ids are kept per host.
+  ``frontier.signals.remembered`` fetch ids are kept per host;
+* a signal of a request counts one page fetched (``pages_fetched``, what an
+  operator's page limit is checked against, :mod:`squall.policy.control`).
 """
 
 from __future__ import annotations
@@ -55,5 +57,6 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
     return replace(
         host.with_pace(pace),
         in_flight=in_flight,
+        pages_fetched=host.pages_fetched + (1 if signal.requested else 0),  # against a page limit
         seen_fetch_ids=([*host.seen_fetch_ids, signal.fetch_id])[-remembered:],
     )

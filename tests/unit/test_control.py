@@ -1,0 +1,248 @@
+"""Operator commands (squall.policy.control): the message, its validation, and what it does to a queue."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from squall.cli.control import build_command
+from squall.errors import MessageError
+from squall.policy.control import (
+    Command,
+    CrawlControl,
+    Op,
+    apply_to_crawl,
+    apply_to_host,
+    check_host,
+    hand_back_at,
+    limit_reached,
+    pace_config,
+    parse_duration,
+    parse_time,
+    steer_pace,
+)
+from squall.policy.frontier import INF, HostRecord
+from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force
+from squall.policy.records import SignalKind
+from tests.unit.settings_helper import settings_of
+
+NOW = 1_764_655_200.0
+
+
+def cmd(op: Op, **kw) -> Command:
+    return Command(op=op, by="alice@box", at_s=NOW, **kw)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        cmd(Op.HOST_DELAY, host="example.org", delay_s=3.0),
+        cmd(Op.HOST_DELAY, host="example.org", delay_s=None),
+        cmd(Op.HOST_BLOCK, host="example.org", until_s=NOW + 20, reason="complaint 4711"),
+        cmd(Op.HOST_UNBLOCK, host="127.0.0.2"),
+        cmd(Op.HOST_LIMIT, host="example.org", pages=5),
+        cmd(Op.HOST_LIMIT, host="example.org", pages=None),
+        cmd(Op.CRAWL_DELAY, delay_s=2.0),
+        cmd(Op.CRAWL_PAUSE),
+        cmd(Op.CRAWL_RESUME),
+    ],
+    ids=lambda c: c.op.value,
+)
+def test_every_command_survives_its_own_wire_format(command: Command) -> None:
+    assert Command.from_bytes(command.to_bytes()) == command
+
+
+def test_the_documented_example_decodes() -> None:
+    raw = (
+        b'{"v": 1, "op": "host.block", "host": "example.org", "args": {"until_s": 1764662400.0,'
+        b' "reason": "complaint 4711"}, "by": "alice@ops-box", "at": 1764655200.0}'
+    )
+    c = Command.from_bytes(raw)
+    assert (c.op, c.host, c.until_s, c.reason, c.by) == (
+        Op.HOST_BLOCK,
+        "example.org",
+        1764662400.0,
+        "complaint 4711",
+        "alice@ops-box",
+    )
+
+
+BAD = [
+    (b"not json", "not JSON"),
+    (b"[1]", "JSON object"),
+    (b'{"v": 2, "op": "crawl.pause", "by": "a", "at": 1}', "version"),
+    (b'{"v": 1, "op": "host.nuke", "host": "a.org", "by": "a", "at": 1}', "unknown op"),
+    (b'{"v": 1, "op": "host.delay", "host": "bad host", "args": {"delay_s": 1}, "by": "a", "at": 1}', "host name"),
+    (b'{"v": 1, "op": "host.delay", "args": {"delay_s": 1}, "by": "a", "at": 1}', "host"),
+    (b'{"v": 1, "op": "host.delay", "host": "a.org", "args": {"delay_s": -1}, "by": "a", "at": 1}', "delay_s"),
+    (b'{"v": 1, "op": "host.delay", "host": "a.org", "args": {"delay_s": "3"}, "by": "a", "at": 1}', "delay_s"),
+    (b'{"v": 1, "op": "host.block", "host": "a.org", "by": "a", "at": 1}', "until_s"),
+    (b'{"v": 1, "op": "host.limit", "host": "a.org", "args": {"pages": 1.5}, "by": "a", "at": 1}', "pages"),
+    (b'{"v": 1, "op": "host.limit", "host": "a.org", "args": {"pages": true}, "by": "a", "at": 1}', "pages"),
+    (b'{"v": 1, "op": "crawl.pause", "host": "a.org", "by": "a", "at": 1}', "no host"),
+    (b'{"v": 1, "op": "crawl.pause", "at": 1}', "by"),
+    (b'{"v": 1, "op": "crawl.pause", "by": "a"}', "at"),
+    (b'{"v": 1, "op": "crawl.pause", "by": "a", "at": NaN}', "at"),
+]
+
+
+@pytest.mark.parametrize(("raw", "why"), BAD, ids=[w for _, w in BAD])
+def test_a_malformed_command_is_refused_with_its_reason(raw: bytes, why: str) -> None:
+    with pytest.raises(MessageError, match=why):
+        Command.from_bytes(raw)
+
+
+@pytest.mark.parametrize(
+    ("given", "key"),
+    [("Example.ORG.", "example.org"), ("127.0.0.2", "127.0.0.2"), ("[::1]", "::1"), ("bücher.de", "xn--bcher-kva.de")],
+)
+def test_host_names_are_spelled_as_partition_keys(given: str, key: str) -> None:
+    assert check_host(given) == key
+
+
+@pytest.mark.parametrize("given", ["", "a b", "http://a.org/", "a.org:80", "-a.org", "a..org", "x" * 64 + ".org"])
+def test_a_malformed_host_name_is_refused(given: str) -> None:
+    with pytest.raises(MessageError):
+        check_host(given)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("20s", 20.0), ("1.5m", 90.0), ("2h", 7200.0), ("1d", 86400.0)])
+def test_durations_read_with_their_unit(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "2x", "-3s", "h"])
+def test_a_malformed_duration_is_refused(text: str) -> None:
+    with pytest.raises(MessageError):
+        parse_duration(text)
+
+
+def test_times_are_iso_8601_in_utc_or_unix_seconds() -> None:
+    assert parse_time("2025-12-02T06:00:00Z") == parse_time("2025-12-02T06:00") == 1764655200.0
+    assert parse_time("1764655200") == 1764655200.0
+    with pytest.raises(MessageError):
+        parse_time("tomorrow")
+
+
+def test_host_commands_set_the_records_operator_fields_and_log_them_once() -> None:
+    host = HostRecord(key="example.org")
+    block = cmd(Op.HOST_BLOCK, host="example.org", until_s=NOW + 20, reason="complaint")
+    host = apply_to_host(apply_to_host(host, block), block)  # re-delivered: applied once
+    assert (host.operator_blocked_until_s, host.operator_block_reason) == (NOW + 20, "complaint")
+    assert host.operator_log == [block.log_entry()]
+    host = apply_to_host(host, cmd(Op.HOST_UNBLOCK, host="example.org"))
+    assert host.operator_blocked_until_s == 0.0 and host.operator_block_reason is None
+    host = apply_to_host(host, cmd(Op.HOST_DELAY, host="example.org", delay_s=3.0))
+    host = apply_to_host(host, cmd(Op.HOST_LIMIT, host="example.org", pages=5))
+    assert (host.operator_delay_s, host.page_limit) == (3.0, 5)
+    assert [e["op"] for e in host.operator_log] == ["host.block", "host.unblock", "host.delay", "host.limit"]
+    assert HostRecord.from_dict(json.loads(json.dumps(host.to_dict()))) == host
+
+
+def test_an_old_host_record_without_operator_fields_still_decodes() -> None:
+    host = HostRecord.from_dict({"key": "example.org", "delay_s": 1.0})
+    assert host.operator_delay_s is None and host.page_limit is None and host.operator_log == []
+
+
+def test_an_operator_block_holds_the_host_until_its_end_minus_the_lead() -> None:
+    host = apply_to_host(HostRecord(key="a.org"), cmd(Op.HOST_BLOCK, host="a.org", until_s=NOW + 20))
+    assert host.eligible_at_s(600.0, NOW, ahead=2, lead_s=0.5) == NOW + 19.5
+    assert host.pace().blocked_until_s == NOW + 20
+    unblocked = apply_to_host(host, cmd(Op.HOST_UNBLOCK, host="a.org"))
+    assert unblocked.eligible_at_s(600.0, NOW, ahead=2, lead_s=0.5) <= NOW
+
+
+def test_a_page_limit_caps_the_places_and_parks_the_host_once_reached() -> None:
+    host = apply_to_host(HostRecord(key="a.org", delay_s=0.1), cmd(Op.HOST_LIMIT, host="a.org", pages=5))
+    assert host.places(ahead=8, lead_s=0.5) == 5
+    host = HostRecord.from_dict({**host.to_dict(), "pages_fetched": 4})
+    assert host.places(ahead=8, lead_s=0.5) == 1
+    full = HostRecord.from_dict({**host.to_dict(), "pages_fetched": 5})
+    assert full.places(ahead=8, lead_s=0.5) == 0
+    assert full.eligible_at_s(600.0, NOW, ahead=8, lead_s=0.5) == INF
+    raised = apply_to_host(full, cmd(Op.HOST_LIMIT, host="a.org", pages=10))
+    assert raised.eligible_at_s(600.0, NOW, ahead=8, lead_s=0.5) < INF
+    assert limit_reached(full, in_flight=1) and not limit_reached(raised, in_flight=5)
+
+
+def test_the_operators_delay_replaces_the_configured_one_and_crawl_delay_still_applies_on_top() -> None:
+    config = pace_config_of(delay_s=1.0)
+    mine = PaceState(operator_delay_s=3.0)
+    assert delay_in_force(config, None, mine, NOW) == 3.0
+    assert delay_in_force(config, 5.0, mine, NOW) == 5.0  # the site's Crawl-delay is longer: it wins
+    assert delay_in_force(config, None, PaceState(operator_delay_s=0.2), NOW) == 0.2  # may also speed a host up
+    ended = after_fetch(mine, FetchEnded(fetch_id="f", kind=SignalKind.SUCCESS, at_s=NOW), config)
+    assert ended.next_fetch_at_s == NOW + 3.0
+
+
+def test_a_raised_delay_applies_to_the_gap_already_running() -> None:
+    pace = PaceState(next_fetch_at_s=NOW + 1.0, delay_s=1.0)
+    host = HostRecord(key="a.org", operator_delay_s=3.0)
+    steered = steer_pace(pace, host)
+    assert (steered.next_fetch_at_s, steered.delay_s, steered.operator_delay_s) == (NOW + 3.0, 3.0, 3.0)
+    lowered = steer_pace(steered, HostRecord(key="a.org", operator_delay_s=0.5))
+    assert lowered.next_fetch_at_s == NOW + 3.0  # never sooner than already promised
+
+
+def test_crawl_commands_pause_resume_and_set_the_default_delay() -> None:
+    crawl = apply_to_crawl(CrawlControl(), cmd(Op.CRAWL_PAUSE))
+    assert crawl.paused
+    crawl = apply_to_crawl(crawl, cmd(Op.CRAWL_DELAY, delay_s=2.0))
+    crawl = apply_to_crawl(crawl, cmd(Op.CRAWL_RESUME))
+    assert not crawl.paused and crawl.delay_s == 2.0
+    assert CrawlControl.from_dict(json.loads(json.dumps(crawl.to_dict()))) == crawl
+    assert CrawlControl.from_dict("garbage") == CrawlControl()
+    config = pace_config_of(delay_s=1.0)
+    assert pace_config(config, crawl).server_delay_s == 2.0
+    assert pace_config(config, CrawlControl()) is config
+
+
+def test_a_url_arriving_at_the_fetcher_goes_back_when_paused_or_blocked_beyond_the_lead() -> None:
+    assert hand_back_at(PaceState(), paused=True, now_s=NOW, lead_s=0.5) == NOW
+    blocked = PaceState(operator_blocked_until_s=NOW + 20)
+    assert hand_back_at(blocked, paused=False, now_s=NOW, lead_s=0.5) == NOW + 20
+    assert hand_back_at(PaceState(operator_blocked_until_s=NOW + 0.2), paused=False, now_s=NOW, lead_s=0.5) is None
+    assert hand_back_at(PaceState(), paused=False, now_s=NOW, lead_s=0.5) is None
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    from squall.cli.main import build_parser
+
+    return build_parser().parse_args(list(argv))
+
+
+def test_the_cli_builds_the_command_it_sends() -> None:
+    c = build_command(_args("host", "block", "Example.org", "--for", "2h", "--reason", "complaint", "--by", "bob"), NOW)
+    assert (c.op, c.host, c.until_s, c.reason, c.by) == (Op.HOST_BLOCK, "example.org", NOW + 7200, "complaint", "bob")
+    assert build_command(_args("host", "limit", "a.org", "none"), NOW).pages is None
+    assert build_command(_args("host", "delay", "a.org", "default"), NOW).delay_s is None
+    assert build_command(_args("crawl", "delay", "2.5s"), NOW).delay_s == 2.5
+    assert "@" in build_command(_args("crawl", "pause"), NOW).by  # user@machine by default
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("host", "block", "bad host", "--for", "2h"),
+        ("host", "block", "a.org", "--for", "soon"),
+        ("host", "block", "a.org", "--until", "tomorrow"),
+        ("host", "delay", "a.org", "fast"),
+        ("host", "limit", "a.org", "-1"),
+    ],
+)
+def test_the_cli_refuses_a_malformed_command_with_one_line_and_exit_2_before_sending(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from squall.cli.main import main
+
+    assert main(list(argv)) == 2  # no broker here: a send would fail otherwise
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nothing sent" in err, err
+
+
+def pace_config_of(delay_s: float):  # noqa: ANN201
+    from squall.policy.pace import PaceConfig
+
+    return PaceConfig.from_settings(settings_of({"fetcher.server.delay": delay_s}))
