@@ -2,7 +2,7 @@
 
 Each command (:mod:`squall.policy.control`) is applied inside an event of
 its partition, so the table writes go to that partition's changelogs and
-follow the host to its next owner (docs/architecture.md invariant 8). A host
+follow the host to its next owner (docs/architecture.md invariant 1). A host
 command changes the host's record (delay, block, page limit, operator log)
 and, at once, the fetcher's pace of the queue and the due index; a
 crawl-wide one (sent to every partition) changes the partition's
