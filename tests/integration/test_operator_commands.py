@@ -1,0 +1,199 @@
+"""Operator commands through the real broker, measured at the recording server.
+
+Each command is sent the way ``squall host ...`` / ``squall crawl ...`` sends it
+(:func:`squall.cli.control.send_command`), and the test waits until the worker
+applied it — the host record (hosts changelog) or the partition's crawl state
+(control changelog) shows it — before it judges the requests that follow:
+
+* ``host.delay`` raised mid-crawl: the gaps follow within one fetch;
+* ``host.block --for``: no request to the host until the block ends,
+  URLs waiting ahead at the fetcher included; the crawl then finishes;
+* ``host.limit 5`` sent before the host is seen: exactly 5 pages fetched,
+  the rest held in the frontier; raising it resumes;
+* ``crawl.pause``: no request anywhere once applied, ``crawl.resume`` goes on;
+* a malformed command from another producer reaches the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from squall.cli.control import send_command
+from squall.policy.control import Command, Op
+from squall.tools.harness import Crawl
+from squall.tools.site_spec import HostSpec, RobotsSpec, SiteSpec
+
+from .test_politeness import _gaps, _index, _pages
+
+ALLOW = RobotsSpec(text="User-agent: *\nAllow: /\n")
+WAIT_S = 120.0
+
+
+def _host(n: int) -> HostSpec:
+    paths = tuple(f"/p{i}" for i in range(n))
+    return HostSpec(pages={"/": _index(*paths), **_pages(*paths)}, robots=ALLOW)
+
+
+def _send(c: Crawl, op: Op, **kw: Any) -> Command:
+    cmd = Command(op=op, by="test@loopback", at_s=time.time(), **kw)
+    asyncio.run(send_command(c.settings, cmd))
+    return cmd
+
+
+def _changelog(c: Crawl, table: str) -> dict[str, dict[str, Any]]:
+    from squall.cli.status import latest_records
+    from squall.net.kafka_security import KafkaConnection
+    from squall.policy.topics import changelog_name
+
+    return asyncio.run(latest_records(KafkaConnection.from_settings(c.settings), changelog_name(c.settings, table)))
+
+
+def _until(what: str, check: Callable[[], bool], timeout_s: float = WAIT_S) -> float:
+    """Poll ``check`` until true; the time (Unix s) it was first seen true."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.1)
+    return time.time()
+
+
+def _applied_to_host(c: Crawl, key: str, cmd: Command) -> float:
+    """When the host record of ``key`` was first seen with ``cmd`` in its operator log."""
+    return _until(
+        f"{cmd.op.value} not applied to {key}",
+        lambda: cmd.log_entry() in _changelog(c, "hosts").get(key, {}).get("operator_log", []),
+    )
+
+
+def _applied_to_crawl(c: Crawl, cmd: Command) -> float:
+    """When every partition's crawl state was first seen with ``cmd`` in its log."""
+    n = c.settings.topology_partitions
+
+    def everywhere() -> bool:
+        states = _changelog(c, "control")
+        return all(cmd.log_entry() in states.get(f"crawl:{p}", {}).get("log", []) for p in range(n))
+
+    return _until(f"{cmd.op.value} not applied on every partition", everywhere)
+
+
+def _page_times(served, ip: str) -> list[float]:  # noqa: ANN001
+    return sorted(r["t"] for r in served.requests() if r["ip"] == ip and r["path"] != "/robots.txt")
+
+
+def test_a_delay_raised_mid_crawl_spaces_the_hosts_requests_within_one_fetch(site, crawl) -> None:  # noqa: ANN001
+    ip, new_delay_s = "127.0.0.21", 1.5
+    served = site(SiteSpec(hosts={ip: _host(10)}))
+    c = crawl(**{"fetcher.server.delay": 0.3})
+    c.start_worker()
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 3)
+    applied_at = _applied_to_host(c, ip, _send(c, Op.HOST_DELAY, host=ip, delay_s=new_delay_s))
+    c.wait_idle(timeout_s=WAIT_S)
+    later = [t for t in _page_times(served, ip) if t > applied_at]
+    assert len(later) >= 3, later
+    assert min(_gaps(later)[1:]) >= new_delay_s, _gaps(later)  # one fetch may already have had its turn
+    assert set(served.page_requests()) == served.server.expected_pages()
+
+
+def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> None:  # noqa: ANN001
+    ip, other, block_s = "127.0.0.22", "127.0.0.23", 6.0
+    served = site(SiteSpec(hosts={ip: _host(8), other: _host(2)}))
+    # a 1 s delay and a 0.5 s lead: while one URL is fetched, the next already waits at the fetcher
+    c = crawl(**{"fetcher.server.delay": 1.0})
+    c.start_worker()
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 2)
+    cmd = _send(c, Op.HOST_BLOCK, host=ip, until_s=time.time() + block_s, reason="complaint 4711")
+    applied_at = _applied_to_host(c, ip, cmd)
+    assert cmd.until_s is not None and applied_at < cmd.until_s
+    c.wait_idle(timeout_s=WAIT_S)
+    during = [t for t in served.start_times(ip) if applied_at < t < cmd.until_s]
+    assert during == [], [round(t - applied_at, 2) for t in during]
+    assert any(t >= cmd.until_s for t in served.start_times(ip))
+    counts = served.page_requests()
+    assert set(counts) == served.server.expected_pages() and max(counts.values()) == 1, counts
+    host = _changelog(c, "hosts")[ip]
+    assert host["operator_block_reason"] == "complaint 4711"
+
+
+def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, crawl) -> None:  # noqa: ANN001
+    ip = "127.0.0.24"
+    served = site(SiteSpec(hosts={ip: _host(9)}))  # ten pages
+    c = crawl(**{"fetcher.server.delay": 0.2})
+    c.start_worker()
+    limit = _send(c, Op.HOST_LIMIT, host=ip, pages=5)  # before the host is seen: ahead of time
+    _applied_to_host(c, ip, limit)
+    c.seed(served.seeds)
+
+    def settled_at_five() -> bool:
+        records = {u: r for u, r in c.records().items() if f"//{ip}:" in u}
+        fetched = [u for u, r in records.items() if r["status"] == "FETCHED"]
+        return len(fetched) == 5 and len(records) == 10
+
+    _until("the limit of 5 was not reached", settled_at_five)
+    host = _changelog(c, "hosts")[ip]
+    assert (host["pages_fetched"], host["page_limit"], host["in_flight"]) == (5, 5, {}), host
+    assert sum(served.page_requests().values()) == 5
+    held = [u for u, r in c.records().items() if f"//{ip}:" in u and r["status"] == "DISCOVERED"]
+    assert len(held) == 5, held
+    _applied_to_host(c, ip, _send(c, Op.HOST_LIMIT, host=ip, pages=20))
+    _until("raising the limit did not resume", lambda: set(served.page_requests()) == served.server.expected_pages())
+    c.wait_idle(timeout_s=WAIT_S)
+    assert max(served.page_requests().values()) == 1
+
+
+def test_a_paused_crawl_starts_nothing_anywhere_and_resume_goes_on(site, crawl) -> None:  # noqa: ANN001
+    hosts = ("127.0.0.25", "127.0.0.26", "127.0.0.27")
+    served = site(SiteSpec(hosts={ip: _host(8) for ip in hosts}))
+    c = crawl(**{"fetcher.server.delay": 0.5})
+    c.start_worker()
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= 2 for ip in hosts))
+    applied_at = _applied_to_crawl(c, _send(c, Op.CRAWL_PAUSE))
+    time.sleep(3.0)  # a window in which nothing may start
+    resume = _send(c, Op.CRAWL_RESUME)
+    during = [r for r in served.requests() if applied_at < r["t"] < resume.at_s]
+    assert during == [], during
+    assert not set(served.page_requests()) >= served.server.expected_pages()  # the pause came mid-crawl
+    _applied_to_crawl(c, resume)
+    c.wait_idle(timeout_s=WAIT_S)
+    counts = served.page_requests()
+    assert set(counts) == served.server.expected_pages() and max(counts.values()) == 1, counts
+
+
+def test_a_malformed_command_from_another_producer_is_dead_lettered_and_the_stream_goes_on(crawl) -> None:  # noqa: ANN001
+    from aiokafka import AIOKafkaProducer
+
+    from squall.net.kafka_security import KafkaConnection
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import read_partitioned
+
+    c = crawl()
+    c.start_worker()
+    conn = KafkaConnection.from_settings(c.settings)
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(**conn.client_kwargs(), acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic_name(c.settings, "control"), key=b"x", value=b'{"v":1,"op":"host.nuke"}')
+        finally:
+            await producer.stop()
+
+    _applied_to_host(c, "example.org", _send(c, Op.HOST_DELAY, host="example.org", delay_s=1.0))  # worker up
+    asyncio.run(produce())
+
+    async def deadlettered() -> list[dict[str, Any]]:
+        return [json.loads(v) async for _, _, v in read_partitioned(conn, topic_name(c.settings, "deadletter"), missing_ok=True) if v]
+
+    _until("nothing dead-lettered", lambda: any("host.nuke" in d["value"] for d in asyncio.run(deadlettered())))
+    found = [d for d in asyncio.run(deadlettered()) if "host.nuke" in d["value"]]
+    assert "unknown op" in found[0]["detail"], found
+    # the stream goes on: a good command after it is applied
+    _applied_to_host(c, "example.org", _send(c, Op.HOST_DELAY, host="example.org", delay_s=2.0))
+
