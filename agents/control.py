@@ -23,9 +23,10 @@ from agents.common import deadletter, load_host, save_host
 from agents.fetcher import runtime as fetcher
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, PARTITIONS, owned_partitions, state
 from squall.errors import InvalidURL, MessageError
-from squall.policy.control import Command, CrawlControl, apply_to_crawl, apply_to_host, crawl_key
+from squall.policy.control import Command, CrawlControl, Op, apply_to_crawl, apply_to_host, crawl_key
+from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_for_key, partition_key
-from topology import app, control_table, control_topic, settings
+from topology import app, control_table, control_topic, settings, urls_table
 
 log = logging.getLogger("squall.control")
 MODE: str = settings.partition_url_mode
@@ -60,11 +61,28 @@ def apply(cmd: Command, partition: int, now_s: float) -> None:
         raise MessageError(f"{cmd.op.value} of {cmd.host} (key {key}) sent to partition {partition}, not {owner}")
     host = apply_to_host(load_host(key), cmd)
     save_host(host)
-    fetcher.steer(key, host, now_s)
     index = state.index_for_key(key)
+    if cmd.op is Op.HOST_DELETE:
+        _drop_urls(key, index)
+    fetcher.steer(key, host, now_s)
     if index is not None:
         index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
     log.warning("squall: operator command %s %s %s by %s applied", cmd.op.value, key, cmd.args(), cmd.by)
+
+
+def _drop_urls(key: str, index: DueIndex | None) -> None:
+    """``host.delete``: every URL record of queue ``key`` deleted (a tombstone each) and taken out of the due index.
+
+    Hand-outs waiting at the fetcher are skipped as stale there (the host
+    record no longer has them in flight); a fetch already started finishes
+    and its result is recorded. O(URLs stored on this worker), once per command.
+    """
+    urls = [url for url, value in urls_table.items() if isinstance(value, dict) and value.get("key") == key]
+    for url in urls:
+        del urls_table[url]
+        if index is not None:
+            index.remove(url.decode())
+    log.warning("squall: host.delete %s: %d URL record(s) deleted", key, len(urls))
 
 
 def load_crawl(partition: int) -> CrawlControl:

@@ -1,7 +1,8 @@
 """``squall host ...`` and ``squall crawl ...``: operator commands on the control topic.
 
 ``squall host delay HOST SECONDS|default``, ``squall host block HOST (--until T | --for D) [--reason TEXT]``,
-``squall host unblock HOST``, ``squall host limit HOST N|none``, ``squall crawl pause``,
+``squall host unblock HOST``, ``squall host limit HOST N|none``, ``squall host delete HOST [--yes]``
+(asks for confirmation unless ``--yes``), ``squall crawl pause``,
 ``squall crawl resume``, ``squall crawl delay SECONDS|default``. Each builds one
 :class:`squall.policy.control.Command` (the JSON format is documented there and in
 docs/operator-commands.md), validates it before anything is sent — a malformed host name,
@@ -115,10 +116,21 @@ def _run(args: argparse.Namespace) -> int:
         print(f"squall {args.command} {args.action}: {exc} (nothing sent)", file=sys.stderr)
         return 2
     settings = load_settings(args.conf)
+    if cmd.op is Op.HOST_DELETE and not getattr(args, "yes", False) and not _confirmed(cmd, settings.topology_id):
+        print("squall host delete: not confirmed (nothing sent; --yes skips the question)", file=sys.stderr)
+        return 2
     sent = asyncio.run(send_command(settings, cmd))
     what = cmd.host if cmd.host is not None else f"all {sent} partitions"
     print(f"squall: {cmd.op.value} {what} {cmd.args() or ''} sent to {settings.topology_id}-control as {cmd.by}")
     return 0
+
+
+def _confirmed(cmd: Command, topology_id: str) -> bool:
+    """Ask on the terminal whether to delete ``cmd.host``'s URLs; False without a terminal."""
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"Delete every URL and the queue of {cmd.host} from crawl {topology_id}? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def add_parser(subparsers) -> None:
@@ -141,6 +153,9 @@ def add_parser(subparsers) -> None:
     p = host_sub.add_parser("limit", parents=[by], help="fetch at most N pages of the host (the rest stay queued)")
     p.add_argument("host")
     p.add_argument("pages", help="most pages fetched (an integer), or 'none' for no limit")
+    p = host_sub.add_parser("delete", parents=[by], help="drop every URL and the queue of the host")
+    p.add_argument("host")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     host.set_defaults(func=_run)
 
     crawl = subparsers.add_parser("crawl", help="pause, resume or slow the whole crawl (control topic)")

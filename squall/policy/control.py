@@ -61,6 +61,7 @@ class Op(StrEnum):
     HOST_BLOCK = "host.block"  # BlockQueueUntil
     HOST_UNBLOCK = "host.unblock"  # BlockQueueUntil(0)
     HOST_LIMIT = "host.limit"  # SetCrawlLimit
+    HOST_DELETE = "host.delete"  # DeleteQueue
     CRAWL_DELAY = "crawl.delay"  # SetDelay on the default queue
     CRAWL_PAUSE = "crawl.pause"  # SetActive(false)
     CRAWL_RESUME = "crawl.resume"  # SetActive(true)
@@ -252,6 +253,16 @@ def _logged(log: list[dict[str, Any]], cmd: Command) -> list[dict[str, Any]]:
     return [*log, entry][-LOG_KEPT:]
 
 
+def deleted(host: HostRecord, cmd: Command) -> HostRecord:
+    """What is left of ``host`` after ``host.delete``: a fresh record of its key, only its operator log kept.
+
+    The queue's pace, hand-outs, counts, seeding and operator state are
+    dropped with it (the caller drops the host's URL records: tombstones in
+    the urls table); the log keeps who deleted it and when.
+    """
+    return HostRecord(key=host.key, operator_log=_logged(host.operator_log, cmd))
+
+
 def apply_to_host(host: HostRecord, cmd: Command) -> HostRecord:
     """``host`` after the host command ``cmd`` (idempotent: applying it twice changes nothing more).
 
@@ -261,7 +272,8 @@ def apply_to_host(host: HostRecord, cmd: Command) -> HostRecord:
     ``host.block`` holds the queue until ``until_s`` (a later command
     replaces an earlier block, an earlier time shortens it), ``host.unblock``
     ends the block; ``host.limit`` caps the pages fetched
-    (:meth:`HostRecord.places`). Every command is added to the operator log.
+    (:meth:`HostRecord.places`); ``host.delete`` is :func:`deleted`. Every
+    command is added to the operator log.
 
     Raises:
         ValueError: ``cmd`` is crawl-wide.
@@ -276,6 +288,8 @@ def apply_to_host(host: HostRecord, cmd: Command) -> HostRecord:
         host = replace(host, operator_blocked_until_s=0.0, operator_block_reason=None)
     elif cmd.op is Op.HOST_LIMIT:
         host = replace(host, page_limit=cmd.pages)
+    elif cmd.op is Op.HOST_DELETE:
+        return deleted(host, cmd)
     return replace(host, operator_log=_logged(host.operator_log, cmd))
 
 

@@ -81,11 +81,11 @@ def _applied_to_crawl(c: Crawl, cmd: Command) -> float:
     return _until(f"{cmd.op.value} not applied on every partition", everywhere)
 
 
-def _page_times(served, ip: str) -> list[float]:  # noqa: ANN001
+def _page_times(served, ip: str) -> list[float]:
     return sorted(r["t"] for r in served.requests() if r["ip"] == ip and r["path"] != "/robots.txt")
 
 
-def test_a_delay_raised_mid_crawl_spaces_the_hosts_requests_within_one_fetch(site, crawl) -> None:  # noqa: ANN001
+def test_a_delay_raised_mid_crawl_spaces_the_hosts_requests_within_one_fetch(site, crawl) -> None:
     ip, new_delay_s = "127.0.0.21", 1.5
     served = site(SiteSpec(hosts={ip: _host(10)}))
     c = crawl(**{"fetcher.server.delay": 0.3})
@@ -100,7 +100,7 @@ def test_a_delay_raised_mid_crawl_spaces_the_hosts_requests_within_one_fetch(sit
     assert set(served.page_requests()) == served.server.expected_pages()
 
 
-def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> None:  # noqa: ANN001
+def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> None:
     ip, other, block_s = "127.0.0.22", "127.0.0.23", 6.0
     served = site(SiteSpec(hosts={ip: _host(8), other: _host(2)}))
     # a 1 s delay and a 0.5 s lead: while one URL is fetched, the next already waits at the fetcher
@@ -111,6 +111,12 @@ def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> Non
     cmd = _send(c, Op.HOST_BLOCK, host=ip, until_s=time.time() + block_s, reason="complaint 4711")
     applied_at = _applied_to_host(c, ip, cmd)
     assert cmd.until_s is not None and applied_at < cmd.until_s
+    # the URLs that waited ahead at the fetcher went back to the frontier, "not attempted"
+    _until(
+        "no waiting URL handed back",
+        lambda: any(r.get("reason") == "fetch.deferred" for u, r in c.records().items() if f"//{ip}:" in u),
+        timeout_s=block_s,
+    )
     c.wait_idle(timeout_s=WAIT_S)
     during = [t for t in served.start_times(ip) if applied_at < t < cmd.until_s]
     assert during == [], [round(t - applied_at, 2) for t in during]
@@ -121,7 +127,7 @@ def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> Non
     assert host["operator_block_reason"] == "complaint 4711"
 
 
-def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, crawl) -> None:  # noqa: ANN001
+def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, crawl) -> None:
     ip = "127.0.0.24"
     served = site(SiteSpec(hosts={ip: _host(9)}))  # ten pages
     c = crawl(**{"fetcher.server.delay": 0.2})
@@ -147,7 +153,7 @@ def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, cra
     assert max(served.page_requests().values()) == 1
 
 
-def test_a_paused_crawl_starts_nothing_anywhere_and_resume_goes_on(site, crawl) -> None:  # noqa: ANN001
+def test_a_paused_crawl_starts_nothing_anywhere_and_resume_goes_on(site, crawl) -> None:
     hosts = ("127.0.0.25", "127.0.0.26", "127.0.0.27")
     served = site(SiteSpec(hosts={ip: _host(8) for ip in hosts}))
     c = crawl(**{"fetcher.server.delay": 0.5})
@@ -166,7 +172,30 @@ def test_a_paused_crawl_starts_nothing_anywhere_and_resume_goes_on(site, crawl) 
     assert set(counts) == served.server.expected_pages() and max(counts.values()) == 1, counts
 
 
-def test_a_malformed_command_from_another_producer_is_dead_lettered_and_the_stream_goes_on(crawl) -> None:  # noqa: ANN001
+def test_a_deleted_host_loses_its_urls_and_gets_no_new_request(site, crawl) -> None:  # noqa: ANN001
+    ip = "127.0.0.28"
+    served = site(SiteSpec(hosts={ip: _host(9)}))
+    c = crawl(**{"fetcher.server.delay": 1.0})
+    c.start_worker()
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 3)
+    applied_at = _applied_to_host(c, ip, _send(c, Op.HOST_DELETE, host=ip))
+
+    def quiet() -> bool:  # Crawl.wait_idle wants URLs in the crawl: this one may have none left
+        report = c.report().to_json()
+        return report["in_flight"] == 0 and not any(report["lag"].values())
+
+    _until("hand-outs still out after the delete", quiet)
+    time.sleep(2.0)  # two delays of the host: a request it still got would arrive in them
+    assert [t for t in _page_times(served, ip) if t > applied_at] == []
+    requested_before = {f"http://{r['ip']}:{served.server.port}{r['path']}" for r in served.requests()}
+    left = {u for u in c.records() if f"//{ip}:" in u}
+    assert len(left) <= 1 and left <= requested_before, left  # at most the fetch that had started
+    host = _changelog(c, "hosts")[ip]
+    assert host["operator_log"][-1]["op"] == "host.delete" and host["in_flight"] == {}, host
+
+
+def test_a_malformed_command_from_another_producer_is_dead_lettered_and_the_stream_goes_on(crawl) -> None:
     from aiokafka import AIOKafkaProducer
 
     from squall.net.kafka_security import KafkaConnection

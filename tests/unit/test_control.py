@@ -44,6 +44,7 @@ def cmd(op: Op, **kw) -> Command:
         cmd(Op.HOST_UNBLOCK, host="127.0.0.2"),
         cmd(Op.HOST_LIMIT, host="example.org", pages=5),
         cmd(Op.HOST_LIMIT, host="example.org", pages=None),
+        cmd(Op.HOST_DELETE, host="example.org"),
         cmd(Op.CRAWL_DELAY, delay_s=2.0),
         cmd(Op.CRAWL_PAUSE),
         cmd(Op.CRAWL_RESUME),
@@ -139,6 +140,12 @@ def test_host_commands_set_the_records_operator_fields_and_log_them_once() -> No
     assert (host.operator_delay_s, host.page_limit) == (3.0, 5)
     assert [e["op"] for e in host.operator_log] == ["host.block", "host.unblock", "host.delay", "host.limit"]
     assert HostRecord.from_dict(json.loads(json.dumps(host.to_dict()))) == host
+
+
+def test_a_deleted_host_keeps_only_its_key_and_operator_log() -> None:
+    host = HostRecord(key="a.org", seeded=True, url_count=7, in_flight={"http://a.org/": NOW}, page_limit=3)
+    gone = apply_to_host(host, cmd(Op.HOST_DELETE, host="a.org"))
+    assert gone == HostRecord(key="a.org", operator_log=[cmd(Op.HOST_DELETE, host="a.org").log_entry()])
 
 
 def test_an_old_host_record_without_operator_fields_still_decodes() -> None:
@@ -242,7 +249,7 @@ def test_the_cli_refuses_a_malformed_command_with_one_line_and_exit_2_before_sen
     assert len(err.splitlines()) == 1 and "nothing sent" in err, err
 
 
-def pace_config_of(delay_s: float):  # noqa: ANN201
+def pace_config_of(delay_s: float):
     from squall.policy.pace import PaceConfig
 
     return PaceConfig.from_settings(settings_of({"fetcher.server.delay": delay_s}))
