@@ -26,7 +26,8 @@ COMMAND_MODULES = (
     "squall.cli.url",  # squall url normalize URL...
     "squall.cli.robots",  # squall robots check --robots FILE --agent NAME URL...
     "squall.cli.sitemap",  # squall sitemap check URL|FILE
-    "squall.cli.control",  # squall host delay|block|unblock|limit ..., squall crawl pause|resume|delay
+    "squall.cli.control",  # squall host delay|block|unblock|limit|delete ..., squall crawl pause|resume|delay
+    "squall.cli.frontier",  # squall hosts, squall urls --host H, squall frontier dump
 )
 
 

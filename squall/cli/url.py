@@ -1,4 +1,7 @@
-"""``squall url normalize URL...``: canonical forms (and, with ``--traps``, the URL-shape trap verdicts)."""
+"""``squall url normalize URL...``: canonical forms (and, with ``--traps``, the URL-shape trap verdicts).
+
+``squall url show URL``: the URL's record in the running crawl (:mod:`squall.cli.frontier`).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +34,15 @@ def add_parser(subparsers: Any) -> None:
         "'<url>\tadmitted' or '<url>\trefused: <reason>'; exit 1 if any is refused",
     )
     normalize.set_defaults(func=_normalize_command)
+    show = commands.add_parser("show", help="the URL's record in the running crawl (read from the urls changelog)")
+    show.add_argument("url", metavar="URL")
+    show.set_defaults(func=_show_command)
+
+
+def _show_command(args: argparse.Namespace) -> int:
+    from squall.cli.frontier import show_url
+
+    return show_url(args)
 
 
 def _normalize_command(args: argparse.Namespace) -> int:

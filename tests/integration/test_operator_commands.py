@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from squall.cli.control import send_command
+from squall.cli.main import main
 from squall.policy.control import Command, Op
 from squall.tools.harness import Crawl
 from squall.tools.site_spec import HostSpec, RobotsSpec, SiteSpec
@@ -127,7 +128,7 @@ def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> Non
     assert host["operator_block_reason"] == "complaint 4711"
 
 
-def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, crawl) -> None:
+def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, crawl, capsys) -> None:
     ip = "127.0.0.24"
     served = site(SiteSpec(hosts={ip: _host(9)}))  # ten pages
     c = crawl(**{"fetcher.server.delay": 0.2})
@@ -147,6 +148,9 @@ def test_a_page_limit_fetches_exactly_that_many_and_raising_it_resumes(site, cra
     assert sum(served.page_requests().values()) == 5
     held = [u for u, r in c.records().items() if f"//{ip}:" in u and r["status"] == "DISCOVERED"]
     assert len(held) == 5, held
+    assert main(["--conf", str(c.conf_path), "hosts", "--json"]) == 0  # shown as held by squall hosts
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["host"] == ip)
+    assert (row["held_by_limit"], row["page_limit"], row["pages_fetched"]) == (5, 5, 5), row
     _applied_to_host(c, ip, _send(c, Op.HOST_LIMIT, host=ip, pages=20))
     _until("raising the limit did not resume", lambda: set(served.page_requests()) == served.server.expected_pages())
     c.wait_idle(timeout_s=WAIT_S)
@@ -172,7 +176,7 @@ def test_a_paused_crawl_starts_nothing_anywhere_and_resume_goes_on(site, crawl) 
     assert set(counts) == served.server.expected_pages() and max(counts.values()) == 1, counts
 
 
-def test_a_deleted_host_loses_its_urls_and_gets_no_new_request(site, crawl) -> None:  # noqa: ANN001
+def test_a_deleted_host_loses_its_urls_and_gets_no_new_request(site, crawl) -> None:
     ip = "127.0.0.28"
     served = site(SiteSpec(hosts={ip: _host(9)}))
     c = crawl(**{"fetcher.server.delay": 1.0})
@@ -226,3 +230,21 @@ def test_a_malformed_command_from_another_producer_is_dead_lettered_and_the_stre
     # the stream goes on: a good command after it is applied
     _applied_to_host(c, "example.org", _send(c, Op.HOST_DELAY, host="example.org", delay_s=2.0))
 
+
+
+def test_a_frontier_dump_seeded_into_a_new_crawl_reproduces_its_url_set(site, crawl, capsys) -> None:
+    served = site(SiteSpec(hosts={"127.0.0.29": _host(4), "127.0.0.30": _host(2)}))
+    first = crawl(**{"fetcher.server.delay": 0.1})
+    first.start_worker()
+    first.seed(served.seeds)
+    first.wait_idle(timeout_s=WAIT_S)
+    first.stop()
+    capsys.readouterr()
+    assert main(["--conf", str(first.conf_path), "frontier", "dump"]) == 0
+    dump = capsys.readouterr().out.splitlines()
+    assert len(dump) == len(first.records()) == 8, dump
+    second = crawl(**{"fetcher.server.delay": 0.1})
+    second.start_worker()
+    second.seed(dump)
+    second.wait_idle(timeout_s=WAIT_S)
+    assert set(second.records()) == set(first.records())

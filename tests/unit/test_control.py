@@ -253,3 +253,50 @@ def pace_config_of(delay_s: float):
     from squall.policy.pace import PaceConfig
 
     return PaceConfig.from_settings(settings_of({"fetcher.server.delay": delay_s}))
+
+
+def test_squall_hosts_shows_the_delay_in_force_and_why_the_block_the_limit_and_what_it_holds() -> None:
+    from squall.cli.frontier import host_rows, host_text
+
+    limited = apply_to_host(HostRecord(key="a.org", delay_s=1.0), cmd(Op.HOST_LIMIT, host="a.org", pages=2))
+    limited = HostRecord.from_dict({**limited.to_dict(), "pages_fetched": 2})
+    blocked = apply_to_host(
+        HostRecord(key="b.org", delay_s=4.0), cmd(Op.HOST_BLOCK, host="b.org", until_s=NOW + 60, reason="complaint")
+    )
+    slowed = apply_to_host(HostRecord(key="c.org"), cmd(Op.HOST_DELAY, host="c.org", delay_s=3.0))
+    urls = {
+        "http://a.org/": {"key": "a.org", "status": "FETCHED"},
+        "http://a.org/1": {"key": "a.org", "status": "FETCHED"},
+        "http://a.org/2": {"key": "a.org", "status": "DISCOVERED"},
+        "http://a.org/3": {"key": "a.org", "status": "DISCOVERED"},
+        "http://b.org/": {"key": "b.org", "status": "DISCOVERED"},
+    }
+    hosts = {h.key: h.to_dict() for h in (limited, blocked, slowed)}
+    crawl = {"crawl:0": CrawlControl(paused=True).to_dict()}
+    rows = {r["host"]: r for r in host_rows(hosts, urls, crawl, 1, 1.0, NOW)}
+    assert (rows["a.org"]["held_by_limit"], rows["a.org"]["delay_why"]) == (2, "fetcher.server.delay")
+    assert (rows["b.org"]["blocked_until_s"], rows["b.org"]["block_reason"]) == (NOW + 60, "complaint")
+    assert rows["b.org"]["delay_why"] == "Crawl-delay"  # 4 s recorded, above the configured 1 s
+    assert (rows["c.org"]["delay_s"], rows["c.org"]["delay_why"]) == (3.0, "host.delay")
+    assert all(r["paused"] and r["partition"] == 0 for r in rows.values())
+    text = host_text(rows["a.org"])
+    assert "2 held by the limit" in text and "limit 2/2 pages" in text and "host.limit by alice@box" in text
+
+
+def test_a_frontier_dump_is_a_seed_file_that_reads_back_to_the_same_urls_and_metadata() -> None:
+    from squall.cli.frontier import dump_lines
+    from squall.cli.seed import parse_seed_lines
+    from squall.policy.urls import NormalizerConfig
+
+    urls = {
+        "http://a.org/": {"status": "FETCHED", "metadata": {"src": ["x", "y"], "note": ["tab\there"]}},
+        "http://a.org/b": {"status": "DISCOVERED"},
+    }
+    lines = list(dump_lines(urls))
+    assert lines[0] == "http://a.org/\tnote=tab here\tsrc=x\tsrc=y"
+    parsed = list(parse_seed_lines(lines, NormalizerConfig.from_settings(settings_of({}))))
+    assert [(s.url, s.metadata) for s in parsed] == [
+        ("http://a.org/", {"note": ["tab here"], "src": ["x", "y"]}),
+        ("http://a.org/b", {}),
+    ]
+    assert list(dump_lines(urls, "DISCOVERED")) == ["http://a.org/b"]
