@@ -578,6 +578,10 @@ async def _fetch(msg: FetchMessage, event) -> tuple[list[StatusMessage], FetchEn
     except InvalidURL as exc:  # a hand-out no frontier would make (a bad message): it ends with its reason
         status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, exc.reason), time.time())
         return [status], event_ended, runtime.pace(msg.key, event_ended.at_s)
+    refused = parser.JUDGE(msg.url, msg.depth)  # the scope in force now: a queued URL may have left it
+    if refused is not None:  # (urlfilters.* changed since it was admitted): it ends with its scope reason
+        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, refused), time.time())
+        return [status], event_ended, runtime.pace(msg.key, event_ended.at_s)
     address = None
     if BY_IP:
         if _stale(msg):  # a late copy must not move nor fail a URL whose result was applied
