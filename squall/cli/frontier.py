@@ -128,13 +128,10 @@ def host_text(row: Mapping[str, Any]) -> str:
 
 
 def operator_text(entry: Mapping[str, Any]) -> str:
-    """An operator-log entry for people: ``host.block by alice@box at 10:00:00 (until_s=...)``."""
-    from squall.cli.status import clock
+    """An operator-log entry for people: ``last command host.block by alice@box at 10:00:00 (until_s=...)``."""
+    from squall.cli.status import operator_fields
 
-    args = ", ".join(f"{k}={v}" for k, v in (entry.get("args") or {}).items())
-    return f"last command {entry.get('op')} by {entry.get('by')} at {clock(entry.get('at'))}" + (
-        f" ({args})" if args else ""
-    )
+    return "last command " + str(operator_fields({"operator_log": [entry]}, 0.0)["operator"])
 
 
 def dump_lines(urls: Mapping[str, Mapping[str, Any]], status: str | None = None) -> Iterator[str]:

@@ -300,3 +300,22 @@ def test_a_frontier_dump_is_a_seed_file_that_reads_back_to_the_same_urls_and_met
         ("http://a.org/b", {}),
     ]
     assert list(dump_lines(urls, "DISCOVERED")) == ["http://a.org/b"]
+
+
+def test_squall_status_shows_the_last_operator_command_next_to_its_host_and_counts_held_urls_apart() -> None:
+    from squall.cli.status import build_report
+
+    limited = apply_to_host(HostRecord(key="a.org"), cmd(Op.HOST_LIMIT, host="a.org", pages=1))
+    limited = HostRecord.from_dict({**limited.to_dict(), "pages_fetched": 1})
+    urls = {
+        "http://a.org/": {"key": "a.org", "status": "FETCHED"},
+        "http://a.org/x": {"key": "a.org", "status": "DISCOVERED", "next_fetch_at_s": NOW - 5},
+        "http://b.org/": {"key": "b.org", "status": "DISCOVERED", "next_fetch_at_s": NOW - 5},
+    }
+    report = build_report(urls, {"a.org": limited.to_dict()}, NOW)
+    assert (report.held, report.due_now) == (1, 1)  # a.org's is held by the limit, b.org's is due
+    text = report.to_text()
+    assert "  a.org: host.limit by alice@box at " in text and "(pages=1)" in text, text
+    assert "held by an operator's page limit: 1 URLs" in text
+    row = next(r for r in report.hosts if r["host"] == "a.org")
+    assert (row["page_limit"], row["pages_fetched"]) == (1, 1)
