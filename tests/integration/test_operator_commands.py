@@ -248,3 +248,39 @@ def test_a_frontier_dump_seeded_into_a_new_crawl_reproduces_its_url_set(site, cr
     second.seed(dump)
     second.wait_idle(timeout_s=WAIT_S)
     assert set(second.records()) == set(first.records())
+
+
+def test_a_pause_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
+    hosts = ("127.0.0.32", "127.0.0.33")
+    served = site(SiteSpec(hosts={ip: _host(8) for ip in hosts}))
+    c = crawl(**{"fetcher.server.delay": 0.5, "kafka.session.timeout.secs": 6.0})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= 2 for ip in hosts))
+    applied_at = _applied_to_crawl(c, _send(c, Op.CRAWL_PAUSE))
+    # w1 committed its control-topic offsets: w2 does not read the command again, the control table is all it has
+    _until("the pause's offsets not committed", lambda: _control_committed(c))
+    c.stop_worker("w1", kill=True)
+    c.start_worker("w2")  # a table directory of its own: the pause comes back from the control changelog
+    everything = ", ".join(str(p) for p in range(c.settings.topology_partitions))
+    _until("w2 did not take the partitions over", lambda: f"due index rebuilt for partitions [{everything}]" in c.log_text("w2"))
+    time.sleep(3.0)  # w2 owns every host now: a window in which nothing may start
+    resume = _send(c, Op.CRAWL_RESUME)
+    during = [r for r in served.requests() if applied_at < r["t"] < resume.at_s]
+    assert during == [], during
+    _applied_to_crawl(c, resume)
+    c.wait_idle(timeout_s=WAIT_S)
+    assert set(served.page_requests()) == served.server.expected_pages()
+
+
+def _control_committed(c: Crawl) -> bool:
+    """Whether the worker group's committed offsets of the control topic are at its end on every partition."""
+    from squall.cli.status import _committed
+    from squall.net.kafka_security import KafkaConnection
+    from squall.policy.topics import topic_name
+    from squall.tools.kafka_admin import end_offsets
+
+    topic = topic_name(c.settings, "control")
+    committed = asyncio.run(_committed(c.settings)) or {}
+    ends = asyncio.run(end_offsets(KafkaConnection.from_settings(c.settings), topic))
+    return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
