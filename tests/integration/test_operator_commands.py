@@ -273,6 +273,27 @@ def test_a_pause_holds_after_the_owning_worker_is_killed_and_another_takes_over(
     assert set(served.page_requests()) == served.server.expected_pages()
 
 
+def test_a_block_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
+    ip, block_s = "127.0.0.34", 20.0
+    served = site(SiteSpec(hosts={ip: _host(8)}))
+    c = crawl(**{"fetcher.server.delay": 0.5, "kafka.session.timeout.secs": 6.0})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 2)
+    cmd = _send(c, Op.HOST_BLOCK, host=ip, until_s=time.time() + block_s, reason="takeover")
+    applied_at = _applied_to_host(c, ip, cmd)
+    _until("the block's offsets not committed", lambda: _control_committed(c))
+    c.stop_worker("w1", kill=True)
+    c.start_worker("w2")
+    everything = ", ".join(str(p) for p in range(c.settings.topology_partitions))
+    _until("w2 did not take the partitions over", lambda: f"due index rebuilt for partitions [{everything}]" in c.log_text("w2"))
+    c.wait_idle(timeout_s=WAIT_S)
+    assert cmd.until_s is not None
+    during = [round(t - applied_at, 2) for t in served.start_times(ip) if applied_at < t < cmd.until_s]
+    assert during == [], during
+    assert set(served.page_requests()) == served.server.expected_pages()
+
+
 def _control_committed(c: Crawl) -> bool:
     """Whether the worker group's committed offsets of the control topic are at its end on every partition."""
     from squall.cli.status import _committed
@@ -283,4 +304,4 @@ def _control_committed(c: Crawl) -> bool:
     topic = topic_name(c.settings, "control")
     committed = asyncio.run(_committed(c.settings)) or {}
     ends = asyncio.run(end_offsets(KafkaConnection.from_settings(c.settings), topic))
-    return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
+    return all(committed.get((topic, p), 0) >= end for p, end in ends.items())
