@@ -82,6 +82,7 @@ class Report:
     group_state: str = ""  # the group's state at the broker (Stable, PreparingRebalance, Empty, ...)
     unassigned: dict[str, list[int]] = field(default_factory=dict)  # agent topic → partitions no worker has
     held: int = 0  # DISCOVERED URLs of hosts whose operator page limit is reached (squall host limit)
+    paused: dict[int, str] = field(default_factory=dict)  # partition → who paused it, when (squall crawl pause)
 
     @property
     def idle(self) -> bool:
@@ -129,6 +130,7 @@ class Report:
             "group_state": self.group_state,
             "unassigned": self.unassigned,
             "held": self.held,
+            "paused": self.paused,
             "at_s": self.at_s,
         }
 
@@ -152,6 +154,8 @@ class Report:
             f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
             f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}"
         )
+        if self.paused:
+            lines.append(f"PAUSED: partitions {sorted(self.paused)} ({next(iter(self.paused.values()))})")
         if self.held:
             lines.append(f"held by an operator's page limit: {self.held} URLs (squall hosts shows which)")
         if self.reasons:
@@ -313,6 +317,16 @@ def _rates(report: Report, fetched_at: list[float], now_s: float) -> None:
         report.eta_s = 0.0
     elif report.pages_per_s_recent > 0:
         report.eta_s = left / report.pages_per_s_recent
+
+
+def paused_partitions(control: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
+    """The paused partitions of the control changelog's records (``crawl:<p>`` → CrawlControl dict), each with
+    its last crawl-wide command for people (``crawl.pause by alice@box at 10:00:00``)."""
+    out: dict[int, str] = {}
+    for key, record in control.items():
+        if key.startswith("crawl:") and key[6:].isdigit() and record.get("paused") is True:
+            out[int(key[6:])] = operator_fields({"operator_log": record.get("log") or []}, 0.0)["operator"] or ""
+    return out
 
 
 def held_by_limit(host: Mapping[str, Any]) -> bool:
@@ -577,7 +591,8 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
 
     bootstrap = KafkaConnection.from_settings(settings)
     out: dict[str, Any] = {
-        t: await latest_records(bootstrap, changelog_name(settings, t)) for t in ("urls", "hosts", "audit", "robots")
+        t: await latest_records(bootstrap, changelog_name(settings, t))
+        for t in ("urls", "hosts", "audit", "robots", "control")
     }
     out["deadletters"] = sum(
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
@@ -612,6 +627,7 @@ def report_of(records: Mapping[str, Any], now_s: float, needed: Mapping[str, int
         audits=records["audit"],
         robots=records["robots"],
     )
+    report.paused = paused_partitions(records.get("control") or {})
     group = records.get("group")
     if group is not None:
         state, members = group

@@ -319,3 +319,20 @@ def test_squall_status_shows_the_last_operator_command_next_to_its_host_and_coun
     assert "held by an operator's page limit: 1 URLs" in text
     row = next(r for r in report.hosts if r["host"] == "a.org")
     assert (row["page_limit"], row["pages_fetched"]) == (1, 1)
+
+
+def test_squall_status_says_which_partitions_are_paused_and_by_whom() -> None:
+    from squall.cli.status import build_report, paused_partitions
+
+    pause = cmd(Op.CRAWL_PAUSE)
+    control = {
+        "crawl:0": apply_to_crawl(CrawlControl(), pause).to_dict(),
+        "crawl:1": CrawlControl().to_dict(),
+        "crawl:2": apply_to_crawl(CrawlControl(), pause).to_dict(),
+    }
+    paused = paused_partitions(control)
+    assert sorted(paused) == [0, 2] and paused[0].startswith("crawl.pause by alice@box at ")
+    report = build_report({}, {}, NOW)
+    report.paused = paused
+    assert "PAUSED: partitions [0, 2] (crawl.pause by alice@box" in report.to_text()
+    assert report.to_json()["paused"] == paused
