@@ -43,6 +43,9 @@ def test_queued_urls_out_of_scope_after_a_restart_end_with_their_scope_reason_un
     c.settings = c._load()
     c.start_worker()
     asyncio.run(send_command(c.settings, Command(op=Op.HOST_LIMIT, by="test", at_s=time.time(), host=ip, pages=None)))
+    while _host_record(c, ip).get("page_limit") is not None:  # applied: the held URLs are due again
+        assert time.monotonic() < deadline + 120, _host_record(c, ip)
+        time.sleep(0.2)
     c.wait_idle(timeout_s=120)
 
     records = {u: r for u, r in c.records().items() if f"//{ip}:" in u}
@@ -50,3 +53,12 @@ def test_queued_urls_out_of_scope_after_a_restart_end_with_their_scope_reason_un
     assert set(dropped.values()) == {("ERROR", "scope.regex")} and len(dropped) == 3, dropped
     assert records[served.url(ip, "/keep")]["status"] == "FETCHED"
     assert not any("/drop" in u for u in served.page_requests()), served.page_requests()
+
+
+def _host_record(c, key: str) -> dict:  # noqa: ANN001
+    from squall.cli.status import latest_records
+    from squall.net.kafka_security import KafkaConnection
+    from squall.policy.topics import changelog_name
+
+    conn = KafkaConnection.from_settings(c.settings)
+    return asyncio.run(latest_records(conn, changelog_name(c.settings, "hosts"))).get(key, {})

@@ -336,3 +336,21 @@ def test_squall_status_says_which_partitions_are_paused_and_by_whom() -> None:
     report.paused = paused
     assert "PAUSED: partitions [0, 2] (crawl.pause by alice@box" in report.to_text()
     assert report.to_json()["paused"] == paused
+
+
+def test_only_a_signal_that_frees_its_hand_out_after_a_request_counts_a_page() -> None:
+    from squall.policy.host_pacing import apply_signal
+    from squall.policy.records import SignalMessage
+
+    config = pace_config_of(delay_s=1.0)
+    host = HostRecord(key="a.org").with_handout(["http://a.org/1", "http://a.org/2"], NOW)
+
+    def signal(url: str, fid: str, requested: bool = True) -> SignalMessage:
+        return SignalMessage(key="a.org", url=url, fetch_id=fid, kind=SignalKind.SUCCESS, at_s=NOW + 1,
+                             requested=requested, handed_out_at_s=NOW)
+
+    host = apply_signal(host, signal("http://a.org/1", "f1"), config, 16)
+    host = apply_signal(host, signal("http://a.org/1", "f1"), config, 16)  # re-delivered
+    host = apply_signal(host, signal("http://a.org/2", "f2", requested=False), config, 16)  # robots denial
+    host = apply_signal(host, signal("http://a.org/other", "f3"), config, 16)  # not a hand-out of this host
+    assert host.pages_fetched == 1 and host.in_flight == {}
