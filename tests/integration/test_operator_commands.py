@@ -101,6 +101,21 @@ def test_a_delay_raised_mid_crawl_spaces_the_hosts_requests_within_one_fetch(sit
     assert set(served.page_requests()) == served.server.expected_pages()
 
 
+def test_a_crawl_wide_delay_raised_mid_crawl_spaces_every_host_without_its_own(site, crawl) -> None:
+    hosts, new_delay_s = ("127.0.0.35", "127.0.0.36"), 1.2
+    served = site(SiteSpec(hosts={ip: _host(8) for ip in hosts}))
+    c = crawl(**{"fetcher.server.delay": 0.3})
+    c.start_worker()
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= 3 for ip in hosts))
+    applied_at = _applied_to_crawl(c, _send(c, Op.CRAWL_DELAY, delay_s=new_delay_s))
+    c.wait_idle(timeout_s=WAIT_S)
+    for ip in hosts:
+        later = [t for t in _page_times(served, ip) if t > applied_at]
+        assert len(later) >= 3, (ip, later)
+        assert min(_gaps(later)[1:]) >= new_delay_s, (ip, _gaps(later))  # one fetch may already have had its turn
+
+
 def test_a_blocked_host_gets_no_request_until_the_block_ends(site, crawl) -> None:
     ip, other, block_s = "127.0.0.22", "127.0.0.23", 6.0
     served = site(SiteSpec(hosts={ip: _host(8), other: _host(2)}))
