@@ -5,13 +5,19 @@ Each command is sent the way ``squall host ...`` / ``squall crawl ...`` sends it
 applied it — the host record (hosts changelog) or the partition's crawl state
 (control changelog) shows it — before it judges the requests that follow:
 
-* ``host.delay`` raised mid-crawl: the gaps follow within one fetch;
+* ``host.delay`` raised mid-crawl: the gaps follow within one fetch; ``crawl.delay``
+  the same for every host without a delay of its own;
 * ``host.block --for``: no request to the host until the block ends,
-  URLs waiting ahead at the fetcher included; the crawl then finishes;
+  URLs waiting ahead at the fetcher included (they go back, ``fetch.deferred``);
 * ``host.limit 5`` sent before the host is seen: exactly 5 pages fetched,
-  the rest held in the frontier; raising it resumes;
+  the rest held in the frontier and shown as held by ``squall hosts``; raising it resumes;
 * ``crawl.pause``: no request anywhere once applied, ``crawl.resume`` goes on;
-* a malformed command from another producer reaches the dead-letter topic.
+* ``host.delete``: the host's URL records are gone and it gets no new request;
+* a pause and a block still hold after the owning worker is SIGKILLed and
+  another (with an empty table directory) takes the partitions over;
+* a malformed command from another producer reaches the dead-letter topic;
+* ``squall frontier dump`` of a finished crawl, seeded into a new
+  ``topology.id``, gives the same URL set.
 """
 
 from __future__ import annotations
