@@ -264,6 +264,13 @@ def test_a_frontier_dump_seeded_into_a_new_crawl_reproduces_its_url_set(site, cr
     assert main(["--conf", str(first.conf_path), "frontier", "dump"]) == 0
     dump = capsys.readouterr().out.splitlines()
     assert len(dump) == len(first.records()) == 8, dump
+    root = served.url("127.0.0.29", "/")
+    assert main(["--conf", str(first.conf_path), "url", "show", root]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["url"], shown["status"], shown["attempts"]) == (root, "FETCHED", 1), shown
+    assert main(["--conf", str(first.conf_path), "urls", "--host", "127.0.0.30", "--status", "FETCHED"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert sorted(line.split("\t")[0] for line in listed) == sorted(u for u in first.records() if "//127.0.0.30:" in u)
     second = crawl(**{"fetcher.server.delay": 0.1})
     second.start_worker()
     second.seed(dump)
