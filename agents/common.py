@@ -1,13 +1,15 @@
-"""Small helpers the agents share: host records, the canonicalizer memo and the dead-letter topic."""
+"""Small helpers the agents share: host records, the canonicalizer memo, the fetch runtime and the dead-letter topic."""
 
 from __future__ import annotations
 
 import json
 import logging
 
+from squall.policy import fetch_decision as fd
 from squall.policy.frontier import HostRecord
 from squall.policy.urls import CanonicalCache, NormalizerConfig
-from topology import deadletter_topic, hosts_table, settings
+from squall.worker.fetch_runtime import FetcherRuntime
+from topology import app, deadletter_topic, hosts_table, settings
 
 log = logging.getLogger("squall.agents")
 # one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
@@ -32,3 +34,34 @@ async def deadletter(value: bytes | None, exc: Exception) -> None:
         "value": (value or b"").decode("utf-8", errors="replace")[:10000],
     }
     await deadletter_topic.send(key=b"deadletter", value=json.dumps(body).encode())
+
+
+def fetch_runtime() -> FetcherRuntime:
+    """The worker's one :class:`squall.worker.fetch_runtime.FetcherRuntime`, created when its fetcher agent starts.
+
+    Held by the app (``app.squall_fetch_runtime``), not by a module: the
+    fetcher, the spout, the queue regulator and the progress line all get
+    this same object; a test hands in its own by setting that attribute.
+    """
+    runtime = app.squall_fetch_runtime
+    if runtime is None:
+        runtime = app.squall_fetch_runtime = new_fetch_runtime()
+    return runtime
+
+
+def new_fetch_runtime() -> FetcherRuntime:
+    """A fresh fetch runtime wired to this worker's tables, audit, metrics and membership lease."""
+    from agents.observe import audit_request, metrics  # the audit and metrics of this worker
+    from agents.robots import RobotsService
+    from agents.runtime import state
+
+    robots = fd.FetchConfig.from_settings(settings).robots
+    return FetcherRuntime(
+        settings,
+        ownership=state,
+        load_host=load_host,
+        audit=audit_request,
+        fenced_seconds=metrics.fenced_seconds.inc,
+        lease=lambda: getattr(app.consumer, "lease", None),
+        robots=lambda audit: RobotsService(robots, settings.http_robots_cache_lru_size, before_request=audit),
+    )

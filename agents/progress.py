@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from agents import fetcher
+from agents.common import fetch_runtime
 from agents.observe import metrics, pages
 from agents.runtime import state
 from squall.worker.metrics import counter_total, progress_line
@@ -27,7 +27,7 @@ def current_line(now_s: float) -> str:
         pages=int(counter_total(metrics.fetch_results, status="FETCHED")),
         pages_per_s=pages.rate(now_s),
         due=sum(len(index) for index in state.indexes.values()),
-        in_flight=len(fetcher.runtime.active),
+        in_flight=len(fetch_runtime().active),
         violations=int(counter_total(metrics.audit_violations)),
     )
 

@@ -11,7 +11,7 @@
   QueueRegulatorBolt: the same pace model as the fetcher's gate, through
   :func:`squall.policy.host_pacing.apply_signal`) and tells the fetcher when
   the durable record is stricter than its own pace
-  (:meth:`agents.fetcher.FetcherRuntime.learn`).
+  (:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`).
 
 Both must run inside an event of the host's partition (Faust writes a
 table's changelog to the partition of the current event).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from agents import fetcher
+from agents.common import fetch_runtime
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.host_pacing import apply_signal
@@ -45,7 +45,7 @@ def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
     """
     updated = apply_signal(host, signal, PACE, REMEMBERED)
     if updated is not host:
-        fetcher.runtime.learn(signal, updated)
+        fetch_runtime().learn(signal, updated)
     return updated
 
 

@@ -12,7 +12,7 @@ It applies the same pace model as the fetcher's gate
 (:mod:`squall.policy.pace`, through :func:`squall.policy.host_pacing.apply_signal`) to the
 durable record; re-delivery is made harmless there. A record that changed
 makes the fetcher's pace of the queue stricter where it asks for more
-(:meth:`agents.fetcher.FetcherRuntime.learn`: an earlier owner's last
+(:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`: an earlier owner's last
 request may be answered after this worker took the queue over).
 """
 

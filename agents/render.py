@@ -92,7 +92,7 @@ async def close_pool() -> None:
 async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> FetchResult:
     """Render the page of ``result`` when it needs a browser (see the module docstring); never raises.
 
-    ``runtime``: the fetcher's :class:`agents.fetcher.FetcherRuntime` (its
+    ``runtime``: the fetcher's :class:`squall.worker.fetch_runtime.FetcherRuntime` (its
     ``http``, ``robots`` and ``warc``).
     """
     if not CONFIG.enabled or not 200 <= result.status < 300 or not is_parseable(result.content_type, MIMETYPES):

@@ -18,8 +18,7 @@ import logging
 import time
 
 from agents import queues
-from agents.common import load_host, save_host
-from agents.fetcher import runtime as fetcher
+from agents.common import fetch_runtime, load_host, save_host
 from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage
@@ -70,7 +69,7 @@ def release_stranded(partition: int, now_s: float) -> None:
         return
     for key in [k for k, at in pending.items() if at <= now_s]:
         host = load_host(key)
-        urls = stranded(host.in_flight, since, host.delay_s, TAKEOVER_GRACE_S, now_s, fetcher.received)
+        urls = stranded(host.in_flight, since, host.delay_s, TAKEOVER_GRACE_S, now_s, fetch_runtime().received)
         if urls is None:  # the record changed (a longer delay): not yet
             pending[key] = now_s + host.delay_s
             continue

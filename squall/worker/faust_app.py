@@ -13,6 +13,7 @@ import errno
 import socket
 import warnings
 from collections.abc import Mapping
+from typing import Any
 
 import faust
 import faust.exceptions
@@ -115,6 +116,7 @@ class SquallApp(faust.App):
 
     squall_settings: Settings  # the loaded configuration, set by topology/ at import, read by SquallWorker
     squall_topics: Mapping[str, int] = {}  # topic name → partitions (not the changelogs), set by topology/
+    squall_fetch_runtime: Any = None  # the worker's FetcherRuntime, created when its fetcher starts (agents.common)
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)

@@ -17,9 +17,10 @@ import pytest
 import topology
 from agents import addresses as addresses_module
 from agents import status_updater as su
+from agents.common import new_fetch_runtime
 from agents.status_updater import status_updater
-from squall.policy.address_key import AddressCache, Resolution
 from squall.errors import FetchError
+from squall.policy.address_key import AddressCache, Resolution
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, Reason
@@ -179,7 +180,7 @@ async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(
 
     monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
     async with status_updater.test_context():  # a current app and tables for the hosts-table read
-        statuses, ended, _pace = await fetcher._address_route(_hand_out(key))
+        statuses, ended, _pace = await fetcher._address_route(new_fetch_runtime(), _hand_out(key))
     assert [(s.url, s.status.value, s.reason) for s in statuses] == [(URL, status, reason)]
     assert ended.requested is False  # nothing was sent to the host: its pace is not spent
 
@@ -190,7 +191,7 @@ async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressC
 
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context():
-        assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
+        assert await fetcher._address_route(new_fetch_runtime(), _hand_out(OLD_IP)) == Connect(OLD_IP)
 
 
 async def test_a_batch_of_outlinks_goes_on_per_address_and_waits_for_an_unresolved_host(
