@@ -124,6 +124,7 @@ TOPIC_NAMES = {
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
 __all__ = [
+    "AGENT_MODULES",
     "TOPIC_NAMES",
     "app",
     "audit_table",
@@ -138,10 +139,14 @@ __all__ = [
     "urls_table",
 ]
 
-# The agents register themselves on import (after everything above exists).
-import agents.fetcher  # noqa: E402
-import agents.observe  # noqa: E402
-import agents.progress  # noqa: E402
-import agents.regulator  # noqa: E402
-import agents.spout  # noqa: E402
-import agents.status_updater  # noqa: E402,F401
+# The agents register themselves on this app when the worker starts (SquallApp.worker_init imports
+# them): importing them here would make every agent module's import depend on the import order.
+AGENT_MODULES = (
+    "agents.fetcher",
+    "agents.observe",
+    "agents.progress",
+    "agents.regulator",
+    "agents.spout",
+    "agents.status_updater",
+)
+app.squall_agent_modules = AGENT_MODULES

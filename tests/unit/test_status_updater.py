@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import topology  # noqa: F401 (declares the app and imports the agents)
+import topology  # noqa: F401 (declares the app)
 import agents.common as common
 import agents.status_updater as su
 from agents.runtime import PARTITIONS, state
