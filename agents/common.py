@@ -53,7 +53,7 @@ def new_fetch_runtime() -> FetcherRuntime:
     """A fresh fetch runtime wired to this worker's tables, audit, metrics and membership lease."""
     from agents.observe import audit_request, metrics  # the audit and metrics of this worker
     from agents.robots import RobotsService
-    from agents.runtime import state
+    from agents.worker_state import state
 
     robots = fd.FetchConfig.from_settings(settings).robots
     return FetcherRuntime(

@@ -47,8 +47,8 @@ from agents.addresses import addresses, host_port
 from agents.common import deadletter, fetch_runtime, load_host
 from agents.observe import audits, observe_fetch, observe_result
 from agents.render import close_pool, render_step
-from agents.runtime import owned_partitions
 from agents.sitemaps import emit_robots_sitemaps
+from agents.worker_state import owned_partitions
 from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
 from squall.net.http import FetchResult
 from squall.policy import fetch_decision as fd

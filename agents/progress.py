@@ -2,7 +2,7 @@
 
 Built from what the worker counts anyway — the metrics of :mod:`agents.observe`
 (pages FETCHED, the last minute's rate, audit violations), the size of its
-due indexes (:mod:`agents.runtime`) and the hand-outs at its fetcher — so it
+due indexes (:mod:`agents.worker_state`) and the hand-outs at its fetcher — so it
 costs nothing per page and no table scan.
 """
 
@@ -13,7 +13,7 @@ import time
 
 from agents.common import fetch_runtime
 from agents.observe import metrics, pages
-from agents.runtime import state
+from agents.worker_state import state
 from squall.worker.metrics import counter_total, progress_line
 from topology import app, settings
 

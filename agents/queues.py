@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from agents.common import fetch_runtime
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.worker_state import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.host_pacing import apply_signal
 from squall.policy.pace import PaceConfig

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from agents.common import deadletter, load_host, save_host
 from agents.queues import regulate
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.worker_state import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
 from squall.errors import MessageError
 from squall.policy.records import SignalMessage
 from topology import app, signals_topic

@@ -19,7 +19,7 @@ import time
 
 from agents import queues
 from agents.common import fetch_runtime, load_host, save_host
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
+from agents.worker_state import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord

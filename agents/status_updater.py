@@ -28,7 +28,7 @@ from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, deadletter, load_host, save_host
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
-from agents.runtime import PARTITIONS, state
+from agents.worker_state import PARTITIONS, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key

@@ -32,7 +32,7 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 * ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.policy.audit`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
-(:mod:`agents.observe`).
+(:mod:`agents.metrics_page`).
 """
 
 from __future__ import annotations
@@ -142,8 +142,9 @@ __all__ = [
 # The agents register themselves on this app when the worker starts (SquallApp.worker_init imports
 # them): importing them here would make every agent module's import depend on the import order.
 AGENT_MODULES = (
+    "agents.upkeep",
     "agents.fetcher",
-    "agents.observe",
+    "agents.metrics_page",
     "agents.progress",
     "agents.regulator",
     "agents.spout",

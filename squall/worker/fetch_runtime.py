@@ -67,7 +67,7 @@ FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the
 
 
 class Ownership(Protocol):
-    """Since when (Unix s) this worker owns each partition: ``agents.runtime.WorkerState``."""
+    """Since when (Unix s) this worker owns each partition: ``agents.worker_state.WorkerState``."""
 
     @property
     def assigned_at(self) -> Mapping[int, float]: ...

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import topology
-from agents import runtime as agent_runtime
+from agents import worker_state as agent_runtime
 from agents.common import new_fetch_runtime
 from agents.regulator import regulator
 from agents.spout import spout

@@ -13,7 +13,7 @@ import pytest
 import topology  # noqa: F401 (declares the app)
 import agents.common as common
 import agents.status_updater as su
-from agents.runtime import PARTITIONS, state
+from agents.worker_state import PARTITIONS, state
 from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_for_key
 from squall.policy.records import Reason, Status, StatusMessage

@@ -1,4 +1,4 @@
-"""Per-worker, in-memory state shared by the agents: caches of the tables, never the truth.
+"""Per-worker, in-memory state shared by the agents (a helper, no agent): caches of the tables, never the truth.
 
 The due indexes are rebuilt from the urls and hosts tables after every
 rebalance (restart included); losing them loses nothing.
@@ -14,7 +14,6 @@ from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import assigned_since, release_at_s
-from squall.worker.offset_commit import StuckWatch
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
@@ -136,19 +135,3 @@ def owned_partitions() -> set[int]:
     """The partitions this worker owns now (every topic is co-partitioned: those of the ticks topic)."""
     topic = ticks_topic.get_topic_name()
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
-
-
-@app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
-async def _rebuild_after_recovery(sender, **kwargs) -> None:
-    await state.rebuild(owned_partitions())
-
-
-STUCK = StuckWatch(settings.kafka_stuck_partition_secs)
-
-
-@app.timer(5.0)
-async def _read_stuck_partitions_again() -> None:
-    """Issue 9: a stream partition whose messages stopped coming is read again (``kafka.stuck.partition.secs``)."""
-    read_again = getattr(app.consumer, "read_stuck_again", None)  # squall's consumer (squall.worker.kafka_consumer)
-    if read_again is not None and STUCK.after_s > 0:
-        await read_again(STUCK, time.time())
