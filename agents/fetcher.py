@@ -1,10 +1,9 @@
 """Fetcher (StormCrawler's FetcherBolt): fetch topic → robots, fetch queues, HTTP, parse, WARC.
 
-The agent loop only decodes and starts one task per handed-out URL. The
-event's ack is held (one extra reference on the Kafka message) until the
-task has sent the URL's results and signal, so its offset is committed only
-then and a crash re-delivers it — at-least-once. (Faust's ``stream.noack()``
-is not used: it disables offset tracking for the whole topic.)
+The agent loop decodes and starts one task per handed-out URL. The event's
+ack is held (one extra reference on the Kafka message) until the task has
+sent the URL's results and signal: a crash re-delivers it, at-least-once
+(Faust's ``stream.noack()`` would disable offset tracking for the whole topic).
 
 Each task waits for its turn in the fetch queues (:mod:`squall.policy.fetch_queues`,
 ``fetcher.threads.number`` slots overall), whose start times come from the
@@ -15,21 +14,17 @@ delay (``frontier.handout.ahead``), so the next one is already waiting here
 when the delay ends and starts within milliseconds of the earliest allowed
 time (docs/architecture.md invariant 6).
 
-The turns, paces, fence, copies and hand-backs are the worker's one
-:class:`squall.worker.fetch_runtime.FetcherRuntime` (created when this agent
-starts, handed to every task). The stale-hand-out check runs *after* the
-turn is granted, so a copy that waited while the first one was fetched
-sees that its result was applied (docs/architecture.md invariants 2 and 3).
+Turns, paces, fence, copies and hand-backs: the worker's one
+:class:`squall.worker.fetch_runtime.FetcherRuntime`, handed to every task. The
+stale-hand-out check runs *after* the turn is granted, so a copy that waited
+sees the first copy's result (docs/architecture.md invariants 2 and 3).
 
-Tasks are created inside the agent's iteration, so they carry the event's
-context: the robots table write of :class:`agents.robots.RobotsService`
-goes to the partition of the URL's host, as Faust requires.
+Tasks are created inside the agent's iteration and carry the event's context:
+a robots table write goes to the partition of the URL's host, as Faust requires.
 
 ``partition.url.mode: byIP`` (:func:`_address_route`): before it waits for
-a turn, a URL's host is resolved (a fresh cached answer, else a lookup —
-never while the queue is held: a slow DNS answer must not
-delay the host's other URLs) and :func:`squall.policy.address_key.fetch_route`
-decides: its requests (robots.txt of its origin included) connect to the
+a turn, a URL's host is resolved (a fresh cached answer, else a lookup,
+never while the queue is held) and :func:`squall.policy.address_key.fetch_route` decides: its requests (robots.txt of its origin included) connect to the
 address its key names, with the URL's own Host header and SNI; a host that
 resolves elsewhere now is handed back to move to its new key
 (``fetch.address_changed``); an unresolvable one ends ``fetch.dns``.
@@ -44,44 +39,24 @@ from dataclasses import replace
 
 from agents import parser
 from agents.addresses import addresses, host_port
-from agents.common import deadletter, fetch_runtime, load_host
-from agents.observe import audits, observe_fetch, observe_result
-from agents.render import close_pool, render_step
+from agents.common import deadletter, fetch_runtime
+from agents.observe import observe_fetch, observe_result
+from agents.render import render_step
 from agents.sitemaps import emit_robots_sitemaps
-from agents.worker_state import owned_partitions
 from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
 from squall.net.http import FetchResult
 from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
-from squall.policy.outcome import classify_failure, classify_http
+from squall.policy.outcome import Outcome, classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch
-from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
+from squall.policy.partition import is_ip_literal, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
-from squall.policy.sitemaps import is_marked
 from squall.policy.urls import origin_of
 from squall.worker.fetch_runtime import FetcherRuntime, HandBack, Turn
 from topology import app, fetch_topic, signals_topic, status_topic
 
 log = logging.getLogger("squall.fetcher")
-
-
-@app.on_before_shutdown.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
-async def _close_on_shutdown(sender, **kwargs) -> None:
-    """Close what the fetcher opened, once the consumer has stopped: the WARC file, HTTP sessions, the browser."""
-    await fetch_runtime().close()
-    await close_pool()
-
-
-@app.on_partitions_revoked.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
-async def _drop_revoked(sender, revoked, **kwargs) -> None:
-    fetch_runtime().revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
-
-
-@app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
-async def _forget_unowned(sender, **kwargs) -> None:
-    owned = owned_partitions()
-    fetch_runtime().forget_unowned(owned)
-    audits.forget_unowned(owned)
+Reported = tuple[list[StatusMessage], FetchEnded, PaceState]  # what to report of a hand-out: statuses, end, pace
 
 
 @app.agent(fetch_topic)
@@ -127,14 +102,14 @@ async def _send(
     status updater applies them in one event, with one write of each host
     record). The order matters across a crash: a signal applied frees the
     hand-out in the hosts table, and a re-delivered copy of it is then
-    skipped as stale (:func:`_stale`); were it on the broker before the
+    skipped as stale (:meth:`FetcherRuntime.stale`); were it on the broker before the
     outlinks of other partitions and a redirect's target (a SIGKILL between
     their produce batches), those would be lost. A delivery error raises:
     the fetch message stays unacknowledged and is re-delivered.
     """
     observe_result(statuses[0])
     own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
-    batch = None if own is None or rt.by_ip else _same_partition_batch(rt, statuses, own, msg.key)
+    batch = None if own is None or rt.by_ip else fd.same_partition_batch(statuses, own, msg.key, rt.mode, rt.partitions)
     pending = []
     for i, status in enumerate(statuses):
         if i != own and i != batch:
@@ -149,21 +124,6 @@ async def _send(
     await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
 
 
-def _same_partition_batch(rt: FetcherRuntime, statuses: list[StatusMessage], own: int, key: str) -> int | None:
-    """Index of the first outlink batch (plain DISCOVERED) of queue ``key``'s partition, or None."""
-    partition = partition_for_key(key, rt.partitions)
-    for i, status in enumerate(statuses):
-        if (
-            i != own
-            and status.fetched_at_s is None
-            and status.status is Status.DISCOVERED
-            and not status.seed
-            and partition_for_key(partition_key(status.url, rt.mode), rt.partitions) == partition
-        ):
-            return i
-    return None
-
-
 async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: str) -> None:
     """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
     try:
@@ -176,14 +136,7 @@ async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: s
         log.exception("squall: could not report the failure of %s", msg.url)
 
 
-def _stale(rt: FetcherRuntime, msg: FetchMessage) -> bool:
-    """The hosts table no longer has this hand-out in flight: its result was applied, or it was superseded."""
-    return load_host(msg.key).in_flight.get(msg.url) != msg.handed_out_at_s
-
-
-async def _fetch(
-    rt: FetcherRuntime, msg: FetchMessage, event
-) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
+async def _fetch(rt: FetcherRuntime, msg: FetchMessage, event) -> Reported | None:
     """One hand-out, turn by turn: robots.txt first (its own request), then the page → what to report.
 
     Returns None when there is nothing to report (a stale copy).
@@ -195,13 +148,17 @@ async def _fetch(
         return [status], event_ended, rt.pace(msg.key, event_ended.at_s)
     address = None
     if rt.by_ip:
-        if _stale(rt, msg):  # a late copy must not move nor fail a URL whose result was applied
-            log.info("squall: skipping stale hand-out of %s", msg.url)
+        if rt.stale(msg):  # a late copy must not move nor fail a URL whose result was applied
             return None
         routed = await _address_route(rt, msg)
         if not isinstance(routed, Connect):
             return routed
         address = routed.address
+    return await _turns(rt, msg, origin, address, event)
+
+
+async def _turns(rt: FetcherRuntime, msg: FetchMessage, origin: str, address: str | None, event) -> Reported | None:
+    """Turn by turn in the host's queue: robots.txt first when not fresh (a turn of its own), then the page."""
     while True:
         turn = await rt.turn(msg.key)
         now = time.time()
@@ -209,8 +166,7 @@ async def _fetch(
             status, event_ended = fd.deferred(msg, turn.until_s, now)
             return [status], event_ended, after_fetch(rt.pace(msg.key, now), event_ended, rt.config.pace)
         try:
-            if _stale(rt, msg):  # checked after the turn: a copy that waited sees the first copy's result
-                log.info("squall: skipping stale hand-out of %s", msg.url)
+            if rt.stale(msg):  # checked after the turn: a copy that waited sees the first copy's result
                 turn.end(fd.ended(msg, SignalKind.OTHER, now, requested=False))
                 return None
             known = rt.robots.cached(origin)
@@ -229,9 +185,7 @@ async def _fetch(
             turn.end(FetchEnded(fetch_id="aborted:" + fd.fetch_id(msg), kind=SignalKind.OTHER, at_s=time.time()))
 
 
-async def _address_route(
-    rt: FetcherRuntime, msg: FetchMessage
-) -> Connect | tuple[list[StatusMessage], FetchEnded, PaceState]:
+async def _address_route(rt: FetcherRuntime, msg: FetchMessage) -> Connect | Reported:
     """byIP: Connect to the key's address, or what to report of a URL whose host moved or cannot be used."""
     host, port = host_port(msg.url)
     route = fetch_route(msg.key, host, await addresses.fresh(host, port))
@@ -250,7 +204,7 @@ async def _address_route(
 
 async def _robots_turn(
     rt: FetcherRuntime, msg: FetchMessage, origin: str, turn: Turn, address: str | None
-) -> tuple[list[StatusMessage], FetchEnded, PaceState] | None:
+) -> Reported | None:
     """Fetch robots.txt of ``origin`` in ``turn``; what to report if the origin may not be contacted, else None."""
     try:
         assert rt.http is not None  # started before the first hand-out
@@ -271,7 +225,7 @@ async def _robots_turn(
 
 async def _fetch_page(
     rt: FetcherRuntime, msg: FetchMessage, turn: Turn, entry, rules, now: float, address: str | None
-) -> tuple[list[StatusMessage], FetchEnded, PaceState]:
+) -> Reported:
     """The page request of a granted turn, and what to report of it."""
     decision = fd.before_fetch(msg, entry, rules, now, rt.config)
     if isinstance(decision, fd.Skip):
@@ -288,7 +242,25 @@ async def _fetch_page(
         event_ended = fd.ended(msg, outcome.signal, time.time(), requested=fd.made_request(exc.reason), go=decision)
         pace = turn.end(event_ended)
         return fd.report(msg, outcome, None, event_ended.at_s, pace, None, decision), event_ended, pace
-    outcome = classify_http(
+    outcome = _classify(rt, msg, result)
+    observe_fetch(result)
+    await rt.archive(msg, result)
+    if outcome.parse:  # a JavaScript page is rendered inside this turn: it counts as a fetch of its host
+        result = await render_step(msg, result, rt)
+    event_ended = fd.ended(
+        msg, outcome.signal, result.ended_at_s, requested=True, go=decision, retry_until_s=outcome.retry_after_s
+    )
+    pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
+    parsed = await parser.parse_fetched(msg, result, rt.settings.parser_inline_max_bytes) if outcome.parse else None
+    fetched = fd.Fetched(
+        etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
+    )
+    return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
+
+
+def _classify(rt: FetcherRuntime, msg: FetchMessage, result: FetchResult) -> Outcome:
+    """What the page's HTTP answer means (status, redirect, Retry-After): :func:`squall.policy.outcome.classify_http`."""
+    return classify_http(
         result.status,
         url=msg.url,
         location=result.location,
@@ -298,36 +270,14 @@ async def _fetch_page(
         max_redirects=rt.settings.http_redirect_max,
         normalizer=rt.normalizer,
     )
-    observe_fetch(result)
-    await rt.archive(msg, result)
-    if outcome.parse:  # a JavaScript page is rendered inside this turn: it counts as a fetch of its host
-        result = await render_step(msg, result, rt)
-    event_ended = fd.ended(
-        msg, outcome.signal, result.ended_at_s, requested=True, go=decision, retry_until_s=outcome.retry_after_s
-    )
-    pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
-    parsed = await _parse(rt, msg, result) if outcome.parse else None
-    fetched = fd.Fetched(
-        etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
-    )
-    return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
-
-
-async def _parse(
-    rt: FetcherRuntime, msg: FetchMessage, result: FetchResult
-) -> tuple[dict[str, list[str]], list[StatusMessage]]:
-    """The parse step: on the loop for a page up to ``parser.inline.max.bytes``, else in a thread.
-
-    A 50 000-entry sitemap or a large page takes seconds to read: off the
-    event loop; a small page costs less than the hand-off to a thread.
-    """
-    if len(result.body) <= rt.settings.parser_inline_max_bytes and not is_marked(msg.metadata):
-        return parser.parse(result, depth=msg.depth, metadata=msg.metadata)
-    return await asyncio.to_thread(parser.parse, result, depth=msg.depth, metadata=msg.metadata)
 
 
 async def _refresh_robots(rt: FetcherRuntime, origin: str, key: str, event) -> None:
-    """Refresh a known robots.txt ahead of its expiry, in its own turn of the host's queue (seed 002)."""
+    """Refresh a known robots.txt ahead of its expiry, in its own turn of the host's queue.
+
+    RFC 9309 §2.4 bounds how long a cached robots.txt may be used; refreshing
+    before that keeps the host's URLs from waiting for it.
+    """
     try:
         turn = await rt.turn(key)
         if isinstance(turn, HandBack):

@@ -8,14 +8,8 @@ and handed to the agents that need it; nothing here is a module global.
   applies to the hosts table; the fetch queues (:mod:`squall.policy.fetch_queues`,
   ``fetcher.threads.number`` slots overall) grant each turn no earlier than
   that pace allows (docs/architecture.md invariant 6).
-* **Take-over** (invariants 2 and 3). A queue first seen by this worker
-  starts from the durable hosts-table pace, and waits one delay after the
-  take-over when an earlier owner's hand-outs were still out
-  (:func:`squall.policy.pace.on_takeover`). Revoked partitions drop their
-  queues: URLs still waiting are handed back to the frontier (reported
-  unattempted and acknowledged), never fetched here.
-* **Copies.** A copy of a hand-out already waiting or fetching here is not
-  fetched again (its ack waits for the first copy's result).
+* **Take-over and copies** (invariants 2 and 3): see :meth:`FetcherRuntime.pace`,
+  :meth:`FetcherRuntime.revoke` and :meth:`FetcherRuntime.first_copy`.
 * **The fence** (:mod:`squall.policy.lease`). No turn is granted, and no
   robots.txt redirect hop starts, while the group coordinator has not
   confirmed this worker's membership for ``kafka.session.timeout.secs``
@@ -25,15 +19,12 @@ and handed to the agents that need it; nothing here is a module global.
   the membership hands every waiting URL back at once (the revoke that
   follows waits for their acknowledgements, and the fence opens only after
   the rejoin).
-
-Settings are read from the settings object handed in when the worker starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -56,6 +47,7 @@ from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.urls import NormalizerConfig
 from squall.settings import Settings
+from squall.worker.fetch_archive import archive_fetch
 from squall.worker.group_lease import GroupLease
 
 if TYPE_CHECKING:
@@ -297,6 +289,13 @@ class FetcherRuntime:
             for key in [k for k in table if partition_for_key(k, self.partitions) not in owned]:
                 del table[key]
 
+    def stale(self, msg: FetchMessage) -> bool:
+        """The hosts table no longer has this hand-out in flight: its result was applied, or it was superseded."""
+        if self._load_host(msg.key).in_flight.get(msg.url) == msg.handed_out_at_s:
+            return False
+        log.info("squall: skipping stale hand-out of %s", msg.url)
+        return True
+
     def first_copy(self, fid: str, event) -> bool:
         """True for the first copy of a hand-out here; a later copy is parked and acked with the first."""
         if fid in self.recent:
@@ -407,32 +406,9 @@ class FetcherRuntime:
             )
 
     async def archive(self, msg: FetchMessage, result: FetchResult) -> None:
-        """Write the request and response records of one fetch to the WARC file (if archiving).
-
-        A body of at most ``warc.inline.max.bytes`` is written on the event loop
-        (about half a CPU-millisecond for a 12 KB page, less than handing it to a
-        thread and back); a larger one in a thread, so the loop never stalls
-        (the writer's lock orders the two).
-        """
-        if self.warc is None:
-            return
-        write = functools.partial(
-            self.warc.write_fetch,
-            msg.url,
-            request_headers=result.request_headers,
-            status=result.status,
-            reason="",
-            response_headers=result.headers,
-            body=result.body,
-            ip=result.ip,
-            fetched_at_s=result.started_at_s,
-            truncated=result.truncated,
-            http_version=result.http_version,
-        )
-        if len(result.body) <= self.settings.warc_inline_max_bytes:
-            write()
-        else:
-            await asyncio.to_thread(write)
+        """Write the request and response records of one fetch to the WARC file (if archiving)."""
+        if self.warc is not None:
+            await archive_fetch(self.warc, msg.url, result, self.settings.warc_inline_max_bytes)
 
     async def token(self, key: str) -> None:
         """Wait for a token of the queue's bucket (``fetcher.server.rate``; 0 = off)."""

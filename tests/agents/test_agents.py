@@ -466,7 +466,7 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
 ) -> None:
     from warcio.archiveiterator import ArchiveIterator
 
-    from agents import fetcher
+    from agents import upkeep
     from squall.net.http import HttpConfig, HttpFetcher
     from squall.net.warc import WarcWriter
 
@@ -485,12 +485,12 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
         truncated=False,
     )
     http = runtime.http
-    await fetcher._close_on_shutdown(None)
+    await upkeep._close_on_shutdown(None)
     assert runtime.warc is None and runtime.http is None and http._session is None
     with path.open("rb") as handle:
         kinds = [record.rec_type for record in ArchiveIterator(handle)]
     assert kinds == ["warcinfo", "response", "request"]
-    await fetcher._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
+    await upkeep._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
 
 
 # ---------------------------------------------------------------- fetcher fence (squall.policy.lease)
