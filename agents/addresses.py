@@ -26,7 +26,6 @@ from squall.policy.urls import host_of
 from topology import settings
 
 log = logging.getLogger("squall.addresses")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -36,7 +35,7 @@ def host_port(url: str) -> tuple[str, int]:
         InvalidURL: the URL has no host.
     """
     parts = urlsplit(url)
-    return host_of(url).rstrip("."), parts.port or DEFAULT_PORTS.get(parts.scheme, 80)
+    return host_of(url).rstrip("."), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 class AddressService:

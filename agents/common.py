@@ -1,19 +1,97 @@
-"""Small helpers the agents share: host records, the canonicalizer memo, the fetch runtime and the dead-letter topic."""
+"""Small helpers the agents share (a helper, no agent).
+
+Host records, the canonicalizer memo, the agents' configuration objects
+(:func:`config`), the fetch runtime (:func:`fetch_runtime`) and the dead-letter topic.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 
 from squall.policy import fetch_decision as fd
 from squall.policy.frontier import HostRecord
+from squall.policy.handout import HandoutConfig
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.pace import PaceConfig
+from squall.policy.render_policy import RenderConfig
+from squall.policy.robots_rules import product_token
+from squall.policy.schedule import ScheduleConfig
+from squall.policy.scope import LinkJudge, ScopeConfig
+from squall.policy.sitemaps import SitemapConfig
 from squall.policy.urls import CanonicalCache, NormalizerConfig
+from squall.settings import Settings
 from squall.worker.fetch_runtime import FetcherRuntime
 from topology import app, deadletter_topic, hosts_table, settings
 
 log = logging.getLogger("squall.agents")
 # one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
 CANONICAL = CanonicalCache(NormalizerConfig.from_settings(settings))
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The configuration objects the agents use, built from the settings once, when the worker first needs them.
+
+    The one home of the partition mode for the agents: ``mode`` is
+    ``partition.url.mode``, ``by_ip`` whether it is ``byIP``, ``partitions``
+    is ``topology.partitions``; ``parse_mode`` is the mode the parse step
+    batches outlinks by (byIP keys need a DNS answer the parse step does not
+    have: its batches group by host name). Plain values are read from the
+    settings where they are used; a test hands in another config by setting
+    ``app.squall_agent_config``.
+    """
+
+    mode: str
+    by_ip: bool
+    partitions: int
+    parse_mode: str
+    normalizer: NormalizerConfig
+    scope: ScopeConfig
+    judge: LinkJudge
+    schedule: ScheduleConfig
+    pace: PaceConfig
+    handout: HandoutConfig
+    sitemap: SitemapConfig
+    render: RenderConfig
+    network: NetworkPolicy
+    agent_token: str  # the robots.txt product token of http.agent.name
+    mimetypes: tuple[str, ...]  # parser.mimetypes
+    transfer: tuple[str, ...]  # metadata.transfer
+    persist: tuple[str, ...]  # metadata.persist
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> AgentConfig:
+        scope = ScopeConfig.from_settings(s)
+        mode = s.partition_url_mode
+        return cls(
+            mode=mode,
+            by_ip=mode == "byIP",
+            partitions=s.topology_partitions,
+            parse_mode="byHost" if mode == "byIP" else mode,
+            normalizer=NormalizerConfig.from_settings(s),
+            scope=scope,
+            judge=LinkJudge(scope),
+            schedule=ScheduleConfig.from_settings(s),
+            pace=PaceConfig.from_settings(s),
+            handout=HandoutConfig.from_settings(s),
+            sitemap=SitemapConfig.from_settings(s),
+            render=RenderConfig.from_settings(s),
+            network=NetworkPolicy.from_settings(s),
+            agent_token=product_token(s.http_agent_name),
+            mimetypes=tuple(s.parser_mimetypes),
+            transfer=tuple(s.metadata_transfer),
+            persist=tuple(s.metadata_persist),
+        )
+
+
+def config() -> AgentConfig:
+    """The worker's :class:`AgentConfig`, built on first use and held by the app (``app.squall_agent_config``)."""
+    held = app.squall_agent_config
+    if held is None:
+        held = app.squall_agent_config = AgentConfig.from_settings(settings)
+    return held
 
 
 def load_host(key: str) -> HostRecord:

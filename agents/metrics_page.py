@@ -22,11 +22,18 @@ from prometheus_client.registry import Collector
 from agents.observe import metrics, pages
 from squall.policy.records import Status
 from squall.worker.metrics import top_keys
-from topology import app, audit_table, hosts_table, settings, urls_table
+from topology import (
+    app,
+    audit_table,
+    fetch_topic,
+    hosts_table,
+    settings,
+    signals_topic,
+    status_topic,
+    ticks_topic,
+    urls_table,
+)
 
-TOP_HOSTS: int = settings.metrics_hosts_top
-SCAN_CACHE_S: float = settings.metrics_scan_cache_secs  # table scans for the gauges are reused this long (s)
-LAG_TOPICS = tuple(f"{settings.topology_id}-{s}" for s in ("status", "fetch", "signals", "ticks"))
 # Prometheus' text exposition format 0.0.4 (aiohttp refuses a charset inside content_type)
 EXPOSITION_CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -40,7 +47,7 @@ class TableGauges(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = time.time()
-        if now - self._cached_at > SCAN_CACHE_S:
+        if now - self._cached_at > settings.metrics_scan_cache_secs:
             self._families = list(self._scan(now))
             self._cached_at = now
         yield from self._families
@@ -87,7 +94,7 @@ class TableGauges(Collector):
 
 def _consumer_lag() -> dict[str, int]:
     """Highwater minus committed offset over the worker's assigned partitions, per topic (0 when unknown)."""
-    out = dict.fromkeys(LAG_TOPICS, 0)
+    out = {t.get_topic_name(): 0 for t in (status_topic, fetch_topic, signals_topic, ticks_topic)}
     consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
     if consumer is None:
         return out
@@ -108,7 +115,7 @@ def _host_families() -> Iterator[GaugeMetricFamily]:
     for value in audit_table.values():
         if isinstance(value, dict) and "key" in value:
             audits[value["key"]] = value
-    top = top_keys(((k, int(v.get("requests") or 0)) for k, v in audits.items()), TOP_HOSTS)
+    top = top_keys(((k, int(v.get("requests") or 0)) for k, v in audits.items()), settings.metrics_hosts_top)
     fams = {
         "requests": GaugeMetricFamily(
             "squall_host_requests", "Requests audited, top hosts (metrics.hosts.top)", labels=["host"]

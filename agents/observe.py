@@ -28,9 +28,6 @@ from squall.worker.metrics import Metrics, RateWindow, robots_outcome
 from topology import audit_table, settings
 
 log = logging.getLogger("squall.observe")
-TOLERANCE_S: float = settings.audit_tolerance_secs
-FLUSH_S: float = settings.audit_flush_secs
-PARTITIONS: int = settings.topology_partitions
 
 metrics = Metrics()
 pages = RateWindow(60.0)
@@ -66,7 +63,7 @@ class AuditBuffer:
 
     def record(self, key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
         """Record a request of queue ``key`` starting at ``start_s`` (see :func:`audit_request`)."""
-        since_s = state.assigned_at.get(partition_for_key(key, PARTITIONS))
+        since_s = state.assigned_at.get(partition_for_key(key, settings.topology_partitions))
         held = self._queues.get(key)
         if held is None or held.owned_since_s != since_s:  # new here, or owned again after a rebalance
             raw = audit_table.get(key.encode())
@@ -76,7 +73,7 @@ class AuditBuffer:
                 before = None
         else:
             before = held.audit
-        after = record_request(before, key, start_s, required_delay_s, blocked_until_s, TOLERANCE_S)
+        after = record_request(before, key, start_s, required_delay_s, blocked_until_s, settings.audit_tolerance_secs)
         violated = after.violations > (before.violations if before else 0)
         held = self._queues[key] = _Audited(since_s, after, True, held.written_at_s if held else 0.0)
         metrics.audit_requests.inc()
@@ -94,7 +91,7 @@ class AuditBuffer:
 
     def forget_unowned(self, owned: set[int]) -> None:
         """Drop the audits of queues whose partition this worker no longer owns (bounded memory)."""
-        for key in [k for k in self._queues if partition_for_key(k, PARTITIONS) not in owned]:
+        for key in [k for k in self._queues if partition_for_key(k, settings.topology_partitions) not in owned]:
             del self._queues[key]
 
     def _write(self, key: str, held: _Audited, now_s: float) -> None:
@@ -102,7 +99,7 @@ class AuditBuffer:
         held.dirty, held.written_at_s = False, now_s
 
 
-audits = AuditBuffer(FLUSH_S)
+audits = AuditBuffer(settings.audit_flush_secs)
 
 
 def audit_request(key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:

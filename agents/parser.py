@@ -14,25 +14,17 @@ from __future__ import annotations
 
 import asyncio
 
-from agents.common import CANONICAL
+from agents.common import CANONICAL, config
 from agents.sitemaps import parse_sitemap
 from squall.net.http import FetchResult
 from squall.policy import metadata as md
 from squall.policy.parse import is_parseable, parse_html
 from squall.policy.records import FetchMessage, StatusMessage
-from squall.policy.robots_rules import product_token
-from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks
+from squall.policy.scope import batch_outlinks
 from squall.policy.sitemaps import is_marked
 from topology import settings
 
-JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
 # byIP keys need a DNS answer the parse step does not have: its batches then group by host name
-MODE = "byHost" if settings.partition_url_mode == "byIP" else settings.partition_url_mode
-PARTITIONS = settings.topology_partitions
-MIMETYPES = tuple(settings.parser_mimetypes)
-TRANSFER = tuple(settings.metadata_transfer)
-AGENT_TOKEN = product_token(settings.http_agent_name)
-TITLE_MAX_CHARS: int = settings.parser_title_max_chars
 
 
 def parse(
@@ -51,22 +43,22 @@ def parse(
     """
     if is_marked(metadata):
         return parse_sitemap(result, depth=depth, metadata=metadata)
-    if not is_parseable(result.content_type, MIMETYPES):
+    if not is_parseable(result.content_type, config().mimetypes):
         return {}, []
-    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
+    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=config().agent_token)
     recorded = _recorded(parsed, result)
     if parsed.nofollow:
         return recorded, []
-    inherited = md.for_outlink(metadata, TRANSFER)
+    inherited = md.for_outlink(metadata, config().transfer)
     return recorded, batch_outlinks(
         parsed.outlinks,
         page_url=result.url,
         depth=depth + 1,
         metadata=inherited,
         canonical=CANONICAL,
-        mode=MODE,
-        partitions=PARTITIONS,
-        judge=JUDGE,
+        mode=config().parse_mode,
+        partitions=config().partitions,
+        judge=config().judge,
     )
 
 
@@ -82,7 +74,7 @@ def _recorded(parsed, result: FetchResult) -> dict[str, list[str]]:
     if parsed.canonical:
         recorded["parse.canonical"] = [parsed.canonical]
     if parsed.title:
-        recorded["parse.title"] = [parsed.title[:TITLE_MAX_CHARS]]
+        recorded["parse.title"] = [parsed.title[: settings.parser_title_max_chars]]
     return recorded
 
 

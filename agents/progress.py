@@ -18,7 +18,6 @@ from squall.worker.metrics import counter_total, progress_line
 from topology import app, settings
 
 log = logging.getLogger("squall.progress")
-INTERVAL_S: float = settings.metrics_log_interval_secs
 
 
 def current_line(now_s: float) -> str:
@@ -32,8 +31,8 @@ def current_line(now_s: float) -> str:
     )
 
 
-if INTERVAL_S > 0:
+if settings.metrics_log_interval_secs > 0:
 
-    @app.timer(INTERVAL_S)
+    @app.timer(settings.metrics_log_interval_secs)
     async def log_progress() -> None:
         log.info("%s", current_line(time.time()))

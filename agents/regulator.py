@@ -18,10 +18,11 @@ request may be answered after this worker took the queue over).
 
 from __future__ import annotations
 
-from agents.common import deadletter, load_host, save_host
+from agents.common import config, deadletter, load_host, save_host
 from agents.queues import regulate
-from agents.worker_state import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.worker_state import state
 from squall.errors import MessageError
+from squall.policy.handout import eligible_at_s
 from squall.policy.records import SignalMessage
 from topology import app, signals_topic
 
@@ -44,4 +45,7 @@ async def regulator(stream):
             save_host(updated)
         index = state.index_for_key(signal.key)
         if index is not None:
-            index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))
+            index.set_host_ready(
+                signal.key,
+                eligible_at_s(updated, signal.at_s, config().handout),
+            )

@@ -31,38 +31,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agents.common import config
 from squall.errors import BrowserMissing
 from squall.net.browser import find_chromium
 from squall.net.http import FetchResult
 from squall.net.render import BrowserPool
-from squall.policy.netsafety import NetworkPolicy
 from squall.policy.parse import is_parseable, parse_html
 from squall.policy.records import FetchMessage
 from squall.policy.render_policy import (
-    RenderConfig,
     RobotsAnswer,
     SubRequest,
     judge_request,
     shell_signals,
     should_render,
 )
-from squall.policy.robots_rules import product_token
 from squall.policy.urls import host_of, origin_of
 from topology import settings
 
 log = logging.getLogger("squall.net.render")
-CONFIG = RenderConfig.from_settings(settings)
-MODE = settings.partition_url_mode
-NETWORK = NetworkPolicy.from_settings(settings)
-MIMETYPES = tuple(settings.parser_mimetypes)
-AGENT_TOKEN = product_token(settings.http_agent_name)
-CONTENT_LIMIT: int = settings.http_content_limit
 RENDERED_TYPE = "text/html; charset=utf-8"
 
 CHROMIUM: Path | None = None
-if CONFIG.enabled:
+if config().render.enabled:
     try:
-        CHROMIUM = find_chromium(CONFIG.browser_path)
+        CHROMIUM = find_chromium(config().render.browser_path)
     except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
         raise SystemExit(
             f"squall: configuration error: render.browser.path: render.enabled is true but {exc}"
@@ -77,7 +69,7 @@ def pool() -> BrowserPool:
     if _pool is None:
         if CHROMIUM is None:  # render.enabled is false: the render step never asks for a pool
             raise RuntimeError("the browser pool needs render.enabled: true")
-        _pool = BrowserPool(CONFIG, CHROMIUM, user_agent=settings.user_agent)
+        _pool = BrowserPool(config().render, CHROMIUM, user_agent=settings.user_agent)
     return _pool
 
 
@@ -95,11 +87,15 @@ async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> F
     ``runtime``: the fetcher's :class:`squall.worker.fetch_runtime.FetcherRuntime` (its
     ``http``, ``robots`` and ``warc``).
     """
-    if not CONFIG.enabled or not 200 <= result.status < 300 or not is_parseable(result.content_type, MIMETYPES):
+    if (
+        not config().render.enabled
+        or not 200 <= result.status < 300
+        or not is_parseable(result.content_type, config().mimetypes)
+    ):
         return result
     try:
-        parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
-        decision = should_render(CONFIG, host_of(msg.url), shell_signals(result.body, parsed))
+        parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=config().agent_token)
+        decision = should_render(config().render, host_of(msg.url), shell_signals(result.body, parsed))
         if not decision.render:
             return result
         return await _render(msg, result, runtime, decision.why)
@@ -118,7 +114,13 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
 
     def judge(request: SubRequest, sent: int):
         return judge_request(
-            request, page_url=msg.url, config=CONFIG, mode=MODE, network=NETWORK, robots=robots, sent=sent
+            request,
+            page_url=msg.url,
+            config=config().render,
+            mode=config().mode,
+            network=config().network,
+            robots=robots,
+            sent=sent,
         )
 
     outcome = await pool().render(
@@ -138,8 +140,8 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
     if outcome.html is None:
         return replace(result, render=outcome, ended_at_s=ended)
     body = outcome.html.encode("utf-8")
-    if CONTENT_LIMIT >= 0:
-        body = body[:CONTENT_LIMIT]
+    if settings.http_content_limit >= 0:
+        body = body[: settings.http_content_limit]
     if runtime.warc is not None:
         await asyncio.to_thread(
             runtime.warc.write_conversion,

@@ -25,29 +25,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agents.addresses import addresses, host_port
-from agents.common import CANONICAL, deadletter, load_host, save_host
+from agents.common import CANONICAL, config, deadletter, load_host, save_host
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
-from agents.worker_state import PARTITIONS, state
+from agents.worker_state import state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
-from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
-from squall.policy.scope import ScopeConfig, check
+from squall.policy.schedule import UrlRecord, apply, new_record
+from squall.policy.scope import check
 from squall.policy.sitemaps import is_marked, lastmod_of
-from squall.policy.urls import NormalizerConfig, canonicalize, host_of
-from topology import app, fetch_topic, settings, signals_topic, status_topic, urls_table
+from squall.policy.urls import canonicalize, host_of
+from topology import app, fetch_topic, signals_topic, status_topic, urls_table
 
 log = logging.getLogger("squall.status")
-NORMALIZER = NormalizerConfig.from_settings(settings)
-SCOPE = ScopeConfig.from_settings(settings)
-SCHEDULE = ScheduleConfig.from_settings(settings)
-MODE = settings.partition_url_mode
-BY_IP = MODE == "byIP"
-PERSIST = tuple(settings.metadata_persist)
 
 
 @app.agent(status_topic)
@@ -71,7 +65,7 @@ async def _route_when_resolved(host: str, port: int, value: bytes, event) -> Non
     """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
     try:
         key = status_key(host, await addresses.resolve(host, port))
-        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, PARTITIONS))
+        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, config().partitions))
         event.ack()
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not route a status message of %s after resolving it", host)
@@ -153,7 +147,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     try:
         canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
         url = canon(msg.url)
-        key = partition_key(url, MODE)
+        key = partition_key(url, config().mode)
     except InvalidURL as exc:
         done.dead.append((value, exc))
         done.signals.extend([msg.signal] if msg.signal is not None else [])
@@ -161,8 +155,8 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
             _handle_decoded(msg.discovered, value, partition, now_s, done)
         _hand_out_and_flush(done, now_s)
         return done
-    if not BY_IP and partition_for_key(key, PARTITIONS) != partition:
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
+    if not config().by_ip and partition_for_key(key, config().partitions) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), value))
         return done
     if msg.discovered is not None:
         _handle_decoded(msg.discovered, value, partition, now_s, done)
@@ -186,7 +180,7 @@ def _handle_decoded(
         try:
             canon = _seed_canonical if msg.seed else CANONICAL
             url = canon(msg.url)
-            key = partition_key(url, MODE)
+            key = partition_key(url, config().mode)
         except InvalidURL as exc:  # one bad link of a batch: the others go on
             done.dead.append((_single(msg, msg.url), exc))
             if msg.more_urls:
@@ -195,18 +189,18 @@ def _handle_decoded(
             return
     else:
         url, key, canon = first
-    if BY_IP:
+    if config().by_ip:
         if msg.signal is not None:  # keyed by the fetch's address key: the queue regulator applies it
             done.signals.append(msg.signal)
             msg = replace(msg, signal=None)
         _handle_by_address(msg, canon, [url], value, partition, now_s, done)
         return
-    if partition_for_key(key, PARTITIONS) != partition:
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), _single(msg, url)))
+    if partition_for_key(key, config().partitions) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), _single(msg, url)))
         return
     by_key = _group_by_key(msg, canon, key, url, partition, done)
     for other in msg.rejected:
-        if partition_for_key(other, PARTITIONS) == partition:
+        if partition_for_key(other, config().partitions) == partition:
             by_key.setdefault(other, [])
         else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
             log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
@@ -249,12 +243,12 @@ def _group_by_key(msg: StatusMessage, canon, key: str, url: str, partition: int,
     for more in msg.more_urls:
         try:
             canonical = canon(more)
-            other = partition_key(canonical, MODE)
+            other = partition_key(canonical, config().mode)
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
             continue
         if other not in owner:
-            owner[other] = partition_for_key(other, PARTITIONS)
+            owner[other] = partition_for_key(other, config().partitions)
         if owner[other] == partition:
             by_key.setdefault(other, []).append(canonical)
         else:
@@ -304,7 +298,7 @@ def _handle_by_address(
             done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
             continue
         key = status_key(host, known)
-        if partition_for_key(key, PARTITIONS) == partition:
+        if partition_for_key(key, config().partitions) == partition:
             by_key.setdefault(key, []).append(url)
             continue
         try:
@@ -318,13 +312,13 @@ def _handle_by_address(
         if moving is None:
             away.setdefault(key, []).append(url)
         else:
-            done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), moving))
+            done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), moving))
     for key, group in away.items():
         batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), batch))
     rejected: dict[str, Mapping[Reason, int]] = {}
     for name, counts in msg.rejected.items():
-        if partition_for_key(name, PARTITIONS) == partition:
+        if partition_for_key(name, config().partitions) == partition:
             rejected[name] = counts
             by_key.setdefault(name, [])
     _update_groups(msg, by_key, value, now_s, rejected, done)
@@ -342,7 +336,7 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     if raw is None:
         return None
     old = UrlRecord.from_dict(raw)
-    seeded = load_host(old.key).seeded_for(host_of(url), BY_IP)
+    seeded = load_host(old.key).seeded_for(host_of(url), config().by_ip)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
     return replace(
         msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(), seed=msg.seed or seeded
@@ -362,7 +356,7 @@ def _forget(url: str) -> None:
 
 def _seed_canonical(url: str) -> str:
     """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.policy.urls.canonicalize`."""
-    return canonicalize(url, NORMALIZER, seed=True)
+    return canonicalize(url, config().normalizer, seed=True)
 
 
 def _single(batch: StatusMessage, url: str) -> bytes:
@@ -391,7 +385,7 @@ def update(
     own = writes is None
     writes = Writes() if writes is None else writes
     host = writes.host(key)
-    if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
+    if msg.seed and config().by_ip:  # one address serves several names: only the seeded one is in scope
         for url in urls:
             if not host.seeded_for(host_of(url), True):
                 host = host.with_seed(host_of(url))
@@ -429,9 +423,9 @@ def _apply(
             reason = check(
                 url,
                 depth=msg.depth,
-                host_seeded=host.seeded_for(host_of(url), BY_IP),
+                host_seeded=host.seeded_for(host_of(url), config().by_ip),
                 host_url_count=host.url_count,
-                config=SCOPE,
+                config=config().scope,
             )
             if reason is not None:
                 return host.with_rejection(reason)
@@ -446,7 +440,9 @@ def _apply(
             _forget(url)
             record = replace(record, key=key)
             stores.append(record)
-    updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
+    updated = apply(
+        record, msg, config().schedule, metadata=md.for_record(record.metadata, msg.metadata, config().persist)
+    )
     if updated is not record or raw is None:
         stores.append(updated)
     return host

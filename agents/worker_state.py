@@ -10,18 +10,15 @@ import asyncio
 import logging
 import time
 
+from agents.common import config
 from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import assigned_since, release_at_s
 from topology import app, hosts_table, settings, ticks_topic, urls_table
 
 log = logging.getLogger("squall.runtime")
-PARTITIONS: int = settings.topology_partitions
-INFLIGHT_TIMEOUT_S: float = settings.frontier_inflight_timeout_secs
-AHEAD: int = settings.frontier_handout_ahead
-LEAD_S: float = settings.frontier_handout_lead_secs
-TAKEOVER_GRACE_S: float = settings.frontier_takeover_grace_secs
 
 
 class WorkerState:
@@ -42,7 +39,7 @@ class WorkerState:
         self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
-        return self.indexes.get(partition_for_key(key, PARTITIONS))
+        return self.indexes.get(partition_for_key(key, settings.topology_partitions))
 
     async def rebuild(self, partitions: set[int], chunk: int = 2000) -> None:
         """Rebuild the due indexes of ``partitions`` from the tables (after recovery).
@@ -90,13 +87,18 @@ class WorkerState:
         in_flight: dict[str, float] = {}  # URL → hand-out time (s)
         for n, value in enumerate(hosts_table.values(), 1):
             host = HostRecord.from_dict(value)
-            index = indexes.get(partition_for_key(host.key, PARTITIONS))
+            index = indexes.get(partition_for_key(host.key, settings.topology_partitions))
             if index is not None:
-                index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
-                live = host.live_in_flight(INFLIGHT_TIMEOUT_S, now)
+                index.set_host_ready(
+                    host.key,
+                    eligible_at_s(host, now, config().handout),
+                )
+                live = host.live_in_flight(settings.frontier_inflight_timeout_secs, now)
                 in_flight.update(live)
-                partition = partition_for_key(host.key, PARTITIONS)
-                at = release_at_s(live, self.assigned_at[partition], host.delay_s, TAKEOVER_GRACE_S)
+                partition = partition_for_key(host.key, settings.topology_partitions)
+                at = release_at_s(
+                    live, self.assigned_at[partition], host.delay_s, settings.frontier_takeover_grace_secs
+                )
                 if at is not None:
                     self.stranded.setdefault(partition, {})[host.key] = at
             if n % chunk == 0 and not await self._still(generation):
@@ -104,7 +106,7 @@ class WorkerState:
         count = 0
         for n, value in enumerate(urls_table.values(), 1):
             rec = UrlRecord.from_dict(value)
-            index = indexes.get(partition_for_key(rec.key, PARTITIONS))
+            index = indexes.get(partition_for_key(rec.key, settings.topology_partitions))
             handed_out_at_s = in_flight.get(rec.url)
             awaited = handed_out_at_s is not None and not rec.reported_since(handed_out_at_s)
             if index is not None and rec.next_fetch_at_s is not None and not awaited:

@@ -12,12 +12,14 @@ import json
 import time
 from collections.abc import Iterator
 
+from dataclasses import replace
+
 import pytest
 
 import topology
 from agents import addresses as addresses_module
 from agents import status_updater as su
-from agents.common import new_fetch_runtime
+from agents.common import config, new_fetch_runtime
 from agents.status_updater import status_updater
 from squall.errors import FetchError
 from squall.policy.address_key import AddressCache, Resolution
@@ -54,7 +56,7 @@ OLD_IP, NEW_IP = _two_addresses_on_other_partitions()
 
 @pytest.fixture()
 def by_ip(monkeypatch: pytest.MonkeyPatch, sent: Sent) -> Iterator[AddressCache]:  # noqa: F811
-    monkeypatch.setattr(su, "BY_IP", True)
+    monkeypatch.setattr(topology.app, "squall_agent_config", replace(config(), by_ip=True))  # handed in
     cache = AddressCache(addresses_module.addresses.cache.config)
     monkeypatch.setattr(addresses_module.addresses, "cache", cache)
     yield cache

@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
-import topology  # noqa: F401 (declares the app)
+import topology  # declares the app
 import agents.common as common
 import agents.status_updater as su
-from agents.worker_state import PARTITIONS, state
+from agents.worker_state import state
 from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_for_key
 from squall.policy.records import Reason, Status, StatusMessage
 
 NOW = 1_714_564_800.0
+PARTITIONS = topology.settings.topology_partitions
 
 
 class JsonTable(dict):
