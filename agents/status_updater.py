@@ -1,10 +1,10 @@
 """Status updater (StormCrawler's StatusUpdaterBolt): status topic → urls and hosts tables.
 
 For each message: decode, canonicalize, route to the partition of its key,
-then either admit discovered URLs (dedup, scope and trap guards; a batch of
-outlinks of one page shares one read and one write of its host record) or
-apply a fetch result (:func:`squall.policy.schedule.apply`), and keep the due index
-in step. Bad input goes to the dead-letter topic; the stream goes on.
+then admit discovered URLs (:mod:`squall.policy.admission`, scope and trap
+guards; a batch of one page's outlinks shares one read and one write of its
+host record) or apply a fetch result (:func:`squall.policy.schedule.apply`),
+and keep the due index in step. Bad input is dead-lettered; the stream goes on.
 
 ``partition.url.mode: byIP``: the key is the address the URL's host resolves
 to (:mod:`squall.policy.address_key`). A host not resolved yet on this worker is
@@ -32,12 +32,12 @@ from agents.worker_state import state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
+from squall.policy.admission import nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
 from squall.policy.scope import check
-from squall.policy.sitemaps import is_marked, lastmod_of
 from squall.policy.urls import canonicalize, host_of
 from topology import app, fetch_topic, signals_topic, status_topic, urls_table
 
@@ -378,24 +378,15 @@ def update(
     a fetch result, any number for a batch of outlinks); ``rejected``: the
     parse step's refusals of links of ``key``, per reason. A result's signal
     of queue ``key`` is applied too (:func:`agents.queues.regulate`; the
-    place it frees is handed out at the event's end). ``writes``: the
-    event's write buffer (:class:`Writes`); without one, the host record is
-    written at once (when it changed), then the URL records.
+    place it frees is handed out at the event's end). ``writes``: the event's
+    write buffer (:class:`Writes`); without one, written at once.
     """
     own = writes is None
     writes = Writes() if writes is None else writes
     host = writes.host(key)
-    if msg.seed and config().by_ip:  # one address serves several names: only the seeded one is in scope
-        for url in urls:
-            if not host.seeded_for(host_of(url), True):
-                host = host.with_seed(host_of(url))
-    elif msg.seed and not host.seeded:
-        host = replace(host, seeded=True)
-    if rejected:
-        counts = dict(host.rejected)
-        for reason, n in rejected.items():
-            counts[reason.value] = counts.get(reason.value, 0) + n
-        host = replace(host, rejected=counts)
+    if msg.seed:
+        host = seeded(host, urls, config().by_ip)
+    host = with_refusals(host, rejected)
     for url in urls:
         host = _apply(msg, url, key, host, now_s, writes.stores)
     if msg.signal is not None and msg.signal.key == key:
@@ -410,9 +401,9 @@ def _apply(
     msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float, stores: list[UrlRecord]
 ) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
-    discovered = msg.fetched_at_s is None
-    if discovered and msg.moved is None and not _news_for_known(msg) and url.encode() in urls_table:
+    if nothing_if_known(msg) and url.encode() in urls_table:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
+    discovered = msg.fetched_at_s is None
     raw = urls_table.get(url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
@@ -446,15 +437,6 @@ def _apply(
     if updated is not record or raw is None:
         stores.append(updated)
     return host
-
-
-def _news_for_known(msg: StatusMessage) -> bool:
-    """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
-
-    The cases :func:`squall.policy.schedule.apply` acts on for a rediscovery; any
-    other rediscovery is skipped without reading the stored record.
-    """
-    return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None
 
 
 def _store(record: UrlRecord) -> None:
