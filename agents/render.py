@@ -42,6 +42,7 @@ from squall.policy.render_policy import (
     RobotsAnswer,
     SubRequest,
     judge_request,
+    robots_answer,
     shell_signals,
     should_render,
 )
@@ -106,21 +107,13 @@ async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> F
 
 async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str) -> FetchResult:
     def robots(url: str) -> RobotsAnswer:
-        known = runtime.robots.cached(origin_of(url))
-        if known is None or not known[0].is_fresh(time.time()) or known[0].blocks_origin:
-            # unknown, stale or unreachable robots.txt: refused, never fetched outside the host's pace
-            return RobotsAnswer.UNAVAILABLE if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
-        return RobotsAnswer.ALLOWED if known[1].allowed(url) else RobotsAnswer.DENIED
+        return robots_answer(runtime.robots.cached(origin_of(url)), url, time.time())
+
+    cfg = config()
 
     def judge(request: SubRequest, sent: int):
         return judge_request(
-            request,
-            page_url=msg.url,
-            config=config().render,
-            mode=config().mode,
-            network=config().network,
-            robots=robots,
-            sent=sent,
+            request, page_url=msg.url, config=cfg.render, mode=cfg.mode, network=cfg.network, robots=robots, sent=sent
         )
 
     outcome = await pool().render(
@@ -151,5 +144,10 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
             fetched_at_s=result.started_at_s,
             converted_at_s=ended,
         )
+    return _rendered(result, outcome, body, ended)
+
+
+def _rendered(result: FetchResult, outcome: Any, body: bytes, ended_s: float) -> FetchResult:
+    """The fetch result whose body is the rendered DOM (UTF-8 HTML), its render outcome, ended at ``ended_s``."""
     headers = [(k, v) for k, v in result.headers if k.lower() != "content-type"] + [("Content-Type", RENDERED_TYPE)]
-    return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended)
+    return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended_s)

@@ -22,12 +22,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from agents.addresses import addresses, host_port
 from agents.common import CANONICAL, config, deadletter, load_host, save_host
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
+from agents.status_writes import Handled, Writes
 from agents.worker_state import state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
@@ -35,7 +36,7 @@ from squall.policy.address_key import status_key
 from squall.policy.admission import nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
+from squall.policy.records import Reason, StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
 from squall.policy.scope import check
 from squall.policy.urls import canonicalize, host_of
@@ -69,62 +70,6 @@ async def _route_when_resolved(host: str, port: int, value: bytes, event) -> Non
         event.ack()
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not route a status message of %s after resolving it", host)
-
-
-@dataclass
-class Handled:
-    """What :func:`handle` leaves to the agent: messages to send on and messages to dead-letter.
-
-    ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
-    another partition; ``dead``: (message bytes, the error) to dead-letter;
-    ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
-    worker has not resolved yet; ``handouts``: fetch messages of the next
-    URLs of a host whose result freed a place (:func:`agents.queues.hand_out_next`);
-    ``signals``: a result's signal not applied here (its URL was bad, or
-    byIP), for the queue regulator.
-    """
-
-    reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
-    dead: list[tuple[bytes, Exception]] = field(default_factory=list)
-    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
-    handouts: list[FetchMessage] = field(default_factory=list)
-    signals: list[SignalMessage] = field(default_factory=list)
-    writes: Writes = field(default_factory=lambda: Writes())
-
-
-@dataclass
-class Writes:
-    """One event's table writes, buffered so each host record is read and written once.
-
-    ``hosts``: key → (record as read, record now); ``stores``: URL records to
-    write, after the host records (a crash in between re-delivers the
-    message, and a URL already stored would no longer count in its host's
-    ``url_count``); ``regulated``: keys whose signal was applied in this event.
-    """
-
-    hosts: dict[str, tuple[HostRecord, HostRecord]] = field(default_factory=dict)
-    stores: list[UrlRecord] = field(default_factory=list)
-    regulated: list[str] = field(default_factory=list)
-
-    def host(self, key: str) -> HostRecord:
-        known = self.hosts.get(key)
-        if known is not None:
-            return known[1]
-        host = load_host(key)
-        self.hosts[key] = (host, host)
-        return host
-
-    def set_host(self, host: HostRecord) -> None:
-        self.hosts[host.key] = (self.hosts[host.key][0], host)
-
-    def flush(self) -> None:
-        """Write the host records that changed, then the URL records (and keep the due index in step)."""
-        for start, host in self.hosts.values():
-            if host is not start:
-                save_host(host)
-        for record in self.stores:
-            _store(record)
-        self.hosts, self.stores = {}, []
 
 
 def handle(value: bytes, partition: int, now_s: float) -> Handled:
@@ -198,6 +143,13 @@ def _handle_decoded(
     if partition_for_key(key, config().partitions) != partition:
         done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), _single(msg, url)))
         return
+    _apply_here(msg, canon, key, url, partition, value, now_s, done)
+
+
+def _apply_here(
+    msg: StatusMessage, canon, key: str, url: str, partition: int, value: bytes, now_s: float, done: Handled
+) -> None:
+    """Apply a message whose first URL (``url``, key ``key``) belongs to this ``partition``; others rerouted."""
     by_key = _group_by_key(msg, canon, key, url, partition, done)
     for other in msg.rejected:
         if partition_for_key(other, config().partitions) == partition:
@@ -226,7 +178,7 @@ def _hand_out_and_flush(done: Handled, now_s: float) -> None:
         if not handouts:
             empty.append(key)
     discovered_for = {r.key for r in writes.stores if r.next_fetch_at_s is not None}
-    writes.flush()
+    writes.flush(_store)
     for key in empty:
         if key in discovered_for:
             host = load_host(key)
@@ -289,6 +241,23 @@ def _handle_by_address(
             urls.append(canon(more))
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
+    by_key, away = _by_address(msg, urls, value, partition, done)
+    for key, group in away.items():
+        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), batch))
+    rejected: dict[str, Mapping[Reason, int]] = {}
+    for name, counts in msg.rejected.items():
+        if partition_for_key(name, config().partitions) == partition:
+            rejected[name] = counts
+            by_key.setdefault(name, [])
+    _update_groups(msg, by_key, value, now_s, rejected, done)
+    return done
+
+
+def _by_address(
+    msg: StatusMessage, urls: list[str], value: bytes, partition: int, done: Handled
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """byIP: ``urls`` per address key, (this partition's, other partitions'); unresolved left pending, moved sent."""
     by_key: dict[str, list[str]] = {}
     away: dict[str, list[str]] = {}
     for url in urls:
@@ -313,16 +282,7 @@ def _handle_by_address(
             away.setdefault(key, []).append(url)
         else:
             done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), moving))
-    for key, group in away.items():
-        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
-        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), batch))
-    rejected: dict[str, Mapping[Reason, int]] = {}
-    for name, counts in msg.rejected.items():
-        if partition_for_key(name, config().partitions) == partition:
-            rejected[name] = counts
-            by_key.setdefault(name, [])
-    _update_groups(msg, by_key, value, now_s, rejected, done)
-    return done
+    return by_key, away
 
 
 def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
@@ -394,7 +354,7 @@ def update(
         writes.regulated.append(key)
     writes.set_host(host)
     if own:
-        writes.flush()
+        writes.flush(_store)
 
 
 def _apply(
