@@ -7,8 +7,8 @@ judging). The status updater and the fetcher of a worker share it: the
 worker that owns a queue's partition in both topics resolves once for both.
 
 Lookups run in their own tasks, never under the fetch queues' turn nor in
-the status updater's loop (seed 004: DNS is never done while the queue is
-held); concurrent askers of one ``host:port`` share one lookup.
+the status updater's loop (DNS is never done while the queue is held: a
+slow answer must not delay the host's other URLs); concurrent askers of one ``host:port`` share one lookup.
 """
 
 from __future__ import annotations

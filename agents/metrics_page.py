@@ -20,6 +20,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agents.observe import metrics, pages
+from squall.policy.frontier import HostRecord
+from squall.policy.handout import due_at_s
 from squall.policy.records import Status
 from squall.worker.metrics import top_keys
 from topology import (
@@ -53,26 +55,27 @@ class TableGauges(Collector):
         yield from self._families
 
     def _scan(self, now: float) -> Iterator[GaugeMetricFamily]:
+        hosts = [HostRecord.from_dict(value) for value in hosts_table.values()]
+        blocked_until = {h.key: h.blocked_until_s for h in hosts}
         by_status: Counter[str] = Counter({s.value: 0 for s in Status})
         due = 0
-        for value in urls_table.values():
+        for value in urls_table.values():  # by field: decoding every URL record would cost a scrape seconds
             status = value.get("status", "?")
             by_status[status] += 1
-            nxt = value.get("next_fetch_at_s")
-            if status in (Status.DISCOVERED.value, Status.FETCH_ERROR.value) and nxt is not None and nxt <= now:
-                due += 1
+            at_s = due_at_s(status, value.get("next_fetch_at_s"), blocked_until.get(value.get("key", "")))
+            due += at_s is not None and at_s <= now
         g = GaugeMetricFamily("squall_urls", "URLs of the owned partitions by status", labels=["status"])
         for status, n in sorted(by_status.items()):
             g.add_metric([status], n)
         yield g
         yield GaugeMetricFamily(
-            "squall_due_urls", "URLs due now (DISCOVERED or FETCH_ERROR, next fetch time passed)", value=due
+            "squall_due_urls",
+            "URLs due now (DISCOVERED or FETCH_ERROR, next fetch time and host block passed)",
+            value=due,
         )
-        in_flight = blocked = backing_off = 0
-        for value in hosts_table.values():
-            in_flight += len(value.get("in_flight") or {})
-            blocked += (value.get("blocked_until_s") or 0.0) > now
-            backing_off += bool((value.get("backoff") or {}).get("attempts"))
+        in_flight = sum(len(h.in_flight) for h in hosts)
+        blocked = sum((h.blocked_until_s or 0.0) > now for h in hosts)
+        backing_off = sum(bool((h.backoff or {}).get("attempts")) for h in hosts)
         yield GaugeMetricFamily("squall_in_flight_urls", "URLs handed out and not answered yet", value=in_flight)
         yield GaugeMetricFamily("squall_hosts_blocked", "Hosts blocked now (Retry-After or back-off)", value=blocked)
         yield GaugeMetricFamily(

@@ -7,7 +7,8 @@ alone: hand-outs that ended with no result of their URL, and any other
 producer's.
 
 The worker that owns a host's partition is the only one that applies its
-signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
+signals: there is no call to a separate frontier service to lose, only a
+Kafka message that its owner reads (and reads again after a crash).
 It applies the same pace model as the fetcher's gate
 (:mod:`squall.policy.pace`, through :func:`squall.policy.host_pacing.apply_signal`) to the
 durable record; re-delivery is made harmless there. A record that changed

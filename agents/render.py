@@ -1,4 +1,4 @@
-"""Render step of the fetcher (issue 12, seed 002 refinement 6e): JS-only pages through headless Chromium.
+"""Render step of the fetcher: pages that need JavaScript, through headless Chromium.
 
 Called once per fetched page inside the fetch turn of its host, after the raw
 fetch and its WARC records and before the turn ends, so the host's next fetch

@@ -43,6 +43,7 @@ from faust.types import TableT
 from squall.errors import ConfigError
 from squall.net.kafka_security import KafkaConnection
 from squall.policy.lease import heartbeat_interval_s
+from squall.policy.topics import topic_name
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
 
@@ -84,7 +85,7 @@ app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 def _topic(suffix: str) -> faust.TopicT:
     return app.topic(
-        f"{_ID}-{suffix}",
+        topic_name(settings, suffix),  # the one naming scheme, shared with the command line
         key_type=bytes,
         value_type=bytes,
         key_serializer="raw",

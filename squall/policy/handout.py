@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from squall.policy.frontier import HostRecord
+from squall.policy.records import Status
 from squall.policy.schedule import UrlRecord
 
 if TYPE_CHECKING:
     from squall.settings import Settings
+
+_DUE_VALUES = frozenset((Status.DISCOVERED.value, Status.FETCH_ERROR.value))
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,20 @@ class HandoutConfig:
             inflight_timeout_s=settings.frontier_inflight_timeout_secs,
             per_bucket=settings.frontier_max_urls_per_bucket,
         )
+
+
+def due_at_s(status: str, next_fetch_at_s: float | None, blocked_until_s: float | None) -> float | None:
+    """When a URL is due (Unix s): its next fetch time, or its host's block if later; None when never.
+
+    The one "due" of the crawl, read by ``/metrics`` (``squall_due_urls``) and
+    ``squall status`` alike. ``status`` is the URL record's status value;
+    ``blocked_until_s`` its host record's (a Retry-After or back-off, 0 or
+    None = none). A URL neither DISCOVERED nor FETCH_ERROR (the statuses it
+    waits in to be fetched, again), or without a next fetch time, is never due.
+    """
+    if next_fetch_at_s is None or status not in _DUE_VALUES:
+        return None
+    return max(next_fetch_at_s, blocked_until_s or 0.0)
 
 
 def eligible_at_s(host: HostRecord, now_s: float, config: HandoutConfig) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from squall.policy.frontier import HostRecord
-from squall.policy.handout import HandoutConfig, choose, eligible_at_s, next_soon
+from squall.policy.handout import HandoutConfig, choose, due_at_s, eligible_at_s, next_soon
 from squall.policy.schedule import UrlRecord
 
 NOW = 1_000.0
@@ -45,3 +45,18 @@ def test_a_backlogged_host_gets_its_next_url_in_the_same_event_only_within_one_d
     blocked = HostRecord(key="example.com", delay_s=2.0, blocked_until_s=NOW + 30)
     assert not next_soon(blocked, NOW, CONFIG)
     assert eligible_at_s(blocked, NOW, CONFIG) > NOW + 2.0
+
+
+@pytest.mark.parametrize(
+    ("status", "next_s", "blocked_s", "due"),
+    [
+        ("DISCOVERED", NOW - 1, 0.0, NOW - 1),
+        ("FETCH_ERROR", NOW - 1, NOW + 30, NOW + 30),  # the host's block is later: due then
+        ("FETCHED", NOW - 1, None, None),  # fetched: never due by this count
+        ("DISCOVERED", None, None, None),
+    ],
+)
+def test_one_due_time_for_metrics_and_status(
+    status: str, next_s: float | None, blocked_s: float | None, due: float | None
+) -> None:
+    assert due_at_s(status, next_s, blocked_s) == due
