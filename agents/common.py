@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 from squall.policy import fetch_decision as fd
 from squall.policy.frontier import HostRecord
@@ -23,7 +25,7 @@ from squall.policy.sitemaps import SitemapConfig
 from squall.policy.urls import CanonicalCache, NormalizerConfig
 from squall.settings import Settings
 from squall.worker.fetch_runtime import FetcherRuntime
-from topology import app, deadletter_topic, hosts_table, settings
+from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
 # one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
@@ -94,13 +96,32 @@ def config() -> AgentConfig:
     return held
 
 
+@dataclass(frozen=True)
+class Tables:
+    """The tables the agents read and write: ``urls`` (URL bytes → UrlRecord dict), ``hosts`` (key bytes → HostRecord dict).
+
+    The worker's are :mod:`topology`'s; a test hands in its own by setting ``app.squall_tables``.
+    """
+
+    urls: MutableMapping[bytes, Any]
+    hosts: MutableMapping[bytes, Any]
+
+
+def tables() -> Tables:
+    """The agents' :class:`Tables`, held by the app (``app.squall_tables``; the topology's by default)."""
+    held = app.squall_tables
+    if held is None:
+        held = app.squall_tables = Tables(urls=urls_table, hosts=hosts_table)
+    return held
+
+
 def load_host(key: str) -> HostRecord:
-    raw = hosts_table.get(key.encode())
+    raw = tables().hosts.get(key.encode())
     return HostRecord(key=key) if raw is None else HostRecord.from_dict(raw)
 
 
 def save_host(host: HostRecord) -> None:
-    hosts_table[host.key.encode()] = host.to_dict()
+    tables().hosts[host.key.encode()] = host.to_dict()
 
 
 async def deadletter(value: bytes | None, exc: Exception) -> None:

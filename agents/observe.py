@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 from agents.worker_state import state
 from squall.net.http import FetchResult
@@ -57,8 +59,10 @@ class AuditBuffer:
     recording server, not the audit, is the proof of politeness.
     """
 
-    def __init__(self, flush_s: float) -> None:
+    def __init__(self, flush_s: float, table: MutableMapping[bytes, Any]) -> None:
+        """``flush_s``: ``audit.flush.secs``; ``table``: key bytes → HostAudit dict (the ``audit`` table)."""
         self.flush_s = flush_s
+        self.table = table
         self._queues: dict[str, _Audited] = {}
 
     def record(self, key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
@@ -66,7 +70,7 @@ class AuditBuffer:
         since_s = state.assigned_at.get(partition_for_key(key, settings.topology_partitions))
         held = self._queues.get(key)
         if held is None or held.owned_since_s != since_s:  # new here, or owned again after a rebalance
-            raw = audit_table.get(key.encode())
+            raw = self.table.get(key.encode())
             try:
                 before = HostAudit.from_dict(raw) if raw else None
             except (TypeError, ValueError):  # a record of another shape: start this host's audit again
@@ -95,11 +99,11 @@ class AuditBuffer:
             del self._queues[key]
 
     def _write(self, key: str, held: _Audited, now_s: float) -> None:
-        audit_table[key.encode()] = held.audit.to_dict()
+        self.table[key.encode()] = held.audit.to_dict()
         held.dirty, held.written_at_s = False, now_s
 
 
-audits = AuditBuffer(settings.audit_flush_secs)
+audits = AuditBuffer(settings.audit_flush_secs, audit_table)
 
 
 def audit_request(key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 
-from agents.common import config, fetch_runtime
+from agents.common import config, fetch_runtime, tables
 from agents.worker_state import state
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.handout import choose, eligible_at_s, next_soon
 from squall.policy.host_pacing import apply_signal
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
-from topology import app, settings, urls_table
+from topology import app, settings
 
 log = logging.getLogger("squall.spout")
 
@@ -112,5 +112,5 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)

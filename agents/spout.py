@@ -18,14 +18,14 @@ import logging
 import time
 
 from agents import queues
-from agents.common import config, fetch_runtime, load_host, save_host
+from agents.common import config, fetch_runtime, load_host, save_host, tables
 from agents.worker_state import state
 from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import stranded
-from topology import app, fetch_topic, settings, ticks_topic, urls_table
+from topology import app, fetch_topic, settings, ticks_topic
 
 log = logging.getLogger("squall.spout")
 
@@ -95,7 +95,7 @@ def release_stranded(partition: int, now_s: float) -> None:
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)
 
 

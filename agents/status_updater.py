@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from agents.addresses import addresses, host_port
-from agents.common import CANONICAL, config, deadletter, load_host, save_host
+from agents.common import CANONICAL, config, deadletter, load_host, save_host, tables
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
@@ -40,7 +40,7 @@ from squall.policy.records import Reason, StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
 from squall.policy.scope import check
 from squall.policy.urls import canonicalize, host_of
-from topology import app, fetch_topic, signals_topic, status_topic, urls_table
+from topology import app, fetch_topic, signals_topic, status_topic
 
 log = logging.getLogger("squall.status")
 
@@ -292,7 +292,7 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     URL lives with its queue's partition; a seeded name stays seeded under
     its new key.
     """
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     if raw is None:
         return None
     old = UrlRecord.from_dict(raw)
@@ -305,13 +305,13 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
 
 def _forget(url: str) -> None:
     """Delete the record of ``url`` from this partition (it moved with its host) and from the due index."""
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     if raw is None:
         return
     index = state.index_for_key(UrlRecord.from_dict(raw).key)
     if index is not None:
         index.remove(url)
-    del urls_table[url.encode()]
+    del tables().urls[url.encode()]
 
 
 def _seed_canonical(url: str) -> str:
@@ -361,10 +361,10 @@ def _apply(
     msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float, stores: list[UrlRecord]
 ) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
-    if nothing_if_known(msg) and url.encode() in urls_table:
+    if nothing_if_known(msg) and url.encode() in tables().urls:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     discovered = msg.fetched_at_s is None
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
         host = replace(host, url_count=host.url_count + 1)
@@ -400,7 +400,7 @@ def _apply(
 
 
 def _store(record: UrlRecord) -> None:
-    urls_table[record.url.encode()] = record.to_dict()
+    tables().urls[record.url.encode()] = record.to_dict()
     index = state.index_for_key(record.key)
     if index is None:
         return

@@ -10,13 +10,13 @@ import asyncio
 import logging
 import time
 
-from agents.common import config
+from agents.common import config, tables
 from squall.policy.frontier import DueIndex, HostRecord
 from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import assigned_since, release_at_s
-from topology import app, hosts_table, settings, ticks_topic, urls_table
+from topology import app, settings, ticks_topic
 
 log = logging.getLogger("squall.runtime")
 
@@ -85,7 +85,7 @@ class WorkerState:
     ) -> tuple[int, int] | None:
         """Fill ``indexes`` from the tables: (URLs scheduled, URLs in flight), or None (superseded)."""
         in_flight: dict[str, float] = {}  # URL → hand-out time (s)
-        for n, value in enumerate(hosts_table.values(), 1):
+        for n, value in enumerate(tables().hosts.values(), 1):
             host = HostRecord.from_dict(value)
             index = indexes.get(partition_for_key(host.key, settings.topology_partitions))
             if index is not None:
@@ -104,7 +104,7 @@ class WorkerState:
             if n % chunk == 0 and not await self._still(generation):
                 return None
         count = 0
-        for n, value in enumerate(urls_table.values(), 1):
+        for n, value in enumerate(tables().urls.values(), 1):
             rec = UrlRecord.from_dict(value)
             index = indexes.get(partition_for_key(rec.key, settings.topology_partitions))
             handed_out_at_s = in_flight.get(rec.url)

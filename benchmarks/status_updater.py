@@ -82,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     PARTITIONS = topology.settings.topology_partitions
     urls, hosts = JsonTable(), JsonTable()
-    common.hosts_table = hosts
-    su.urls_table = urls
+    topology.app.squall_tables = common.Tables(urls=urls, hosts=hosts)
     state.indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
 
     rng = random.Random(args.seed)
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         from squall.policy.urls import canonicalize
 
         msg = StatusMessage.from_bytes(value)
-        url = canonicalize(msg.url, su.NORMALIZER)
+        url = canonicalize(msg.url, common.config().normalizer)
         k = partition_key(url, topology.settings.partition_url_mode)
         partition_for_key(k, PARTITIONS)
         su.update(msg, url, k, time.time())

@@ -561,8 +561,8 @@ def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host
             writes.append(v["requests"])
             super().__setitem__(k, v)
 
-    monkeypatch.setattr(observe, "audit_table", Recording(table))
-    buffer = observe.AuditBuffer(flush_s=5.0)
+    recording = Recording(table)
+    buffer = observe.AuditBuffer(flush_s=5.0, table=recording)  # handed in
     for i in range(4):  # one request a second, each 1 s after the last: a write, then none for 5 s
         buffer.record(HOST, 100.0 + i, 1.0, 0.0)
     assert writes == [1]
@@ -573,6 +573,6 @@ def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host
     assert writes == [1, 5]  # still fetching: the table may lag
     buffer.flush_if_idle(HOST, HostRecord(key=HOST), 106.0)  # its last result: caught up
     assert writes == [1, 5, 6]
-    assert HostAudit.from_dict(observe.audit_table[HOST.encode()]).violations == 1
+    assert HostAudit.from_dict(recording[HOST.encode()]).violations == 1
     buffer.flush_if_idle(HOST, HostRecord(key=HOST), 107.0)
     assert writes == [1, 5, 6]  # nothing new: no write

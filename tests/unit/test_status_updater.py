@@ -39,8 +39,7 @@ class JsonTable(dict):
 @pytest.fixture
 def tables(monkeypatch: pytest.MonkeyPatch) -> tuple[JsonTable, JsonTable]:
     urls, hosts = JsonTable(), JsonTable()
-    monkeypatch.setattr(common, "hosts_table", hosts)
-    monkeypatch.setattr(su, "urls_table", urls)
+    monkeypatch.setattr(topology.app, "squall_tables", common.Tables(urls=urls, hosts=hosts))  # handed in
     monkeypatch.setattr(state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
     return urls, hosts
 
