@@ -1,4 +1,4 @@
-"""``partition.url.mode: byIP`` through the real broker, measured at the recording server (issue 10, item 1).
+"""``partition.url.mode: byIP`` through the real broker, measured at the recording server (docs/politeness.md: shared servers).
 
 Three names are pinned (``http.resolve``) to one loopback address that
 serves the same small site for each of them; ``fetcher.server.delay`` is 1 s.

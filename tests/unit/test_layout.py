@@ -4,7 +4,7 @@ A policy module may import the standard library's pure parts, the parsing
 libraries it is built on, ``squall.errors`` and other ``squall.policy``
 modules (and, under ``if TYPE_CHECKING:`` only, :class:`squall.settings.Settings`
 for its annotations: such an import never runs) — never Faust, aiohttp, aiokafka, argparse, files, sockets,
-processes or the clock (issue 8: "no pure-policy module imports I/O, Faust,
+processes or the clock ("no pure-policy module imports I/O, Faust,
 argparse or reads the clock"). The clock and randomness come in as
 arguments.
 """
