@@ -176,7 +176,7 @@ def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:
     return max(1, min(ahead, 1 + math.ceil(lead_s / delay_s)))
 
 
-class _Heap(list):
+class _Heap(list[tuple[float, int, str, "_Heap"]]):
     """One queue's URLs of one priority: a heap of entries ``(due_s, seq, url, heap)``."""
 
     __slots__ = ("priority", "queue")

@@ -382,7 +382,7 @@ class RenderTally:
     """Requests of one render: how many were sent, how many refused per reason."""
 
     sent: int = 0
-    refused: Counter = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)
     cached: int = 0
 
     def refuse(self, reason: Refusal) -> None:

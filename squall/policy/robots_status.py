@@ -93,7 +93,9 @@ class RobotsEntry:
     truncated: bool = False
     etag: str | None = None
     last_modified: str | None = None
-    _rules_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _rules_cache: dict[tuple[str, ...], RobotsRules] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, RobotsKind):
