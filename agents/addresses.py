@@ -1,4 +1,4 @@
-"""The byIP mode's resolver for the agents: one cache per worker, one lookup per host at a time.
+"""The byIP mode's resolver for the agents (a helper): one cache per worker, one lookup per host at a time.
 
 The decisions (key choice, TTL, move or fail) are :mod:`squall.policy.address_key`'s;
 this module only does the DNS I/O, through the fetcher's SSRF-safe resolver
@@ -8,7 +8,8 @@ worker that owns a queue's partition in both topics resolves once for both.
 
 Lookups run in their own tasks, never under the fetch queues' turn nor in
 the status updater's loop (DNS is never done while the queue is held: a
-slow answer must not delay the host's other URLs); concurrent askers of one ``host:port`` share one lookup.
+slow answer must not delay the host's other URLs); concurrent askers of one
+``host:port`` share one lookup. The worker's one service is :func:`agents.common.addresses`.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from squall.errors import BlockedAddress, FetchError
-from squall.net.http import HttpConfig, HttpFetcher
 from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.records import Reason
 from squall.policy.urls import host_of
-from topology import settings
 
 log = logging.getLogger("squall.addresses")
 
@@ -38,12 +38,22 @@ def host_port(url: str) -> tuple[str, int]:
     return host_of(url).rstrip("."), parts.port or (443 if parts.scheme == "https" else 80)
 
 
-class AddressService:
-    """Cached resolutions of the hosts this worker keys (one per event loop)."""
+class Resolver(Protocol):
+    """What looks a host up: :meth:`squall.net.http.HttpFetcher.resolve` (judged addresses; raises FetchError)."""
 
-    def __init__(self, config: AddressConfig, http: HttpFetcher) -> None:
+    async def resolve(self, host: str, port: int) -> list[str]: ...
+
+
+class AddressService:
+    """Cached resolutions of the hosts this worker keys (one per event loop).
+
+    ``resolver``: the fetcher's SSRF-safe resolver (an :class:`squall.net.http.HttpFetcher`;
+    only its resolver is used, no session is opened).
+    """
+
+    def __init__(self, config: AddressConfig, resolver: Resolver) -> None:
         self.cache = AddressCache(config)
-        self._http = http  # only its resolver is used: no session is opened
+        self.resolver = resolver
         self._running: dict[tuple[str, int], asyncio.Future[Resolution]] = {}
 
     def known(self, host: str, port: int) -> Resolution | None:
@@ -79,7 +89,7 @@ class AddressService:
 
     async def _lookup(self, host: str, port: int) -> Resolution:
         try:
-            resolution = Resolution.resolved(await self._http.resolve(host, port), time.time())
+            resolution = Resolution.resolved(await self.resolver.resolve(host, port), time.time())
         except BlockedAddress:
             resolution = Resolution.failed(Reason.FETCH_BLOCKED_ADDRESS, time.time())
         except FetchError as exc:
@@ -93,6 +103,3 @@ class AddressService:
             log.info("squall: %s:%d moved from %s to %s", host, port, held.address, resolution.address)
         self.cache.put(host, port, resolution)
         return resolution
-
-
-addresses = AddressService(AddressConfig.from_settings(settings), HttpFetcher(HttpConfig.from_settings(settings)))

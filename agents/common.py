@@ -12,7 +12,10 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from agents.addresses import AddressService
+from squall.net.http import HttpConfig, HttpFetcher
 from squall.policy import fetch_decision as fd
+from squall.policy.address_key import AddressConfig
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import HandoutConfig
 from squall.policy.netsafety import NetworkPolicy
@@ -112,6 +115,15 @@ def tables() -> Tables:
     held = app.squall_tables
     if held is None:
         held = app.squall_tables = Tables(urls=urls_table, hosts=hosts_table)
+    return held
+
+
+def addresses() -> AddressService:
+    """The worker's byIP resolutions (:class:`agents.addresses.AddressService`), held by the app (``app.squall_addresses``)."""
+    held = app.squall_addresses
+    if held is None:
+        resolver = HttpFetcher(HttpConfig.from_settings(settings))  # its resolver only: no session is opened
+        held = app.squall_addresses = AddressService(AddressConfig.from_settings(settings), resolver)
     return held
 
 

@@ -38,8 +38,8 @@ import time
 from dataclasses import replace
 
 from agents import parser
-from agents.addresses import addresses, host_port
-from agents.common import deadletter, fetch_runtime
+from agents.addresses import host_port
+from agents.common import addresses, deadletter, fetch_runtime
 from agents.observe import observe_fetch, observe_result
 from agents.render import render_step
 from agents.sitemaps import emit_robots_sitemaps
@@ -188,7 +188,7 @@ async def _turns(rt: FetcherRuntime, msg: FetchMessage, origin: str, address: st
 async def _address_route(rt: FetcherRuntime, msg: FetchMessage) -> Connect | Reported:
     """byIP: Connect to the key's address, or what to report of a URL whose host moved or cannot be used."""
     host, port = host_port(msg.url)
-    route = fetch_route(msg.key, host, await addresses.fresh(host, port))
+    route = fetch_route(msg.key, host, await addresses().fresh(host, port))
     if isinstance(route, Connect):
         return route
     now = time.time()

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from agents.addresses import addresses, host_port
-from agents.common import CANONICAL, config, deadletter, load_host, save_host, tables
+from agents.addresses import host_port
+from agents.common import CANONICAL, addresses, config, deadletter, load_host, save_host, tables
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
@@ -65,7 +65,7 @@ async def status_updater(stream):
 async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:
     """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
     try:
-        key = status_key(host, await addresses.resolve(host, port))
+        key = status_key(host, await addresses().resolve(host, port))
         await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, config().partitions))
         event.ack()
     except Exception:  # un-acked: re-delivered to the partition's next owner
@@ -262,7 +262,7 @@ def _by_address(
     away: dict[str, list[str]] = {}
     for url in urls:
         host, port = host_port(url)
-        known = addresses.known(host, port)
+        known = addresses().known(host, port)
         if known is None:
             done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
             continue

@@ -123,6 +123,7 @@ class SquallApp(faust.App):
     squall_topics: Mapping[str, int] = {}  # topic name → partitions (not the changelogs), set by topology/
     squall_fetch_runtime: Any = None  # the worker's FetcherRuntime, created when its fetcher starts (agents.common)
     squall_agent_config: Any = None  # the agents' configuration objects, built on first use (agents.common)
+    squall_addresses: Any = None  # the byIP resolutions, created on first use (agents.common.addresses)
     squall_tables: Any = None  # the tables the agents use, the topology's unless a test hands in others
     squall_agent_modules: Sequence[str] = ()  # the modules declaring the agents, set by topology/
 

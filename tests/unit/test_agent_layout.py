@@ -32,7 +32,6 @@ MAX_FUNCTION_LINES = 40
 # Module-level objects still created at import, each to move onto an object created when the worker
 # starts (as the fetch runtime was, squall.worker.fetch_runtime). The list may only shrink.
 STILL_HELD = {
-    ("addresses", "addresses"),
     ("common", "CANONICAL"),
     ("observe", "metrics"),
     ("observe", "pages"),
