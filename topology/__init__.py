@@ -32,7 +32,7 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 * ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.policy.audit`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
-(:mod:`agents.observe`).
+(:mod:`agents.metrics_page`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from faust.types import TableT
 from squall.errors import ConfigError
 from squall.net.kafka_security import KafkaConnection
 from squall.policy.lease import heartbeat_interval_s
+from squall.policy.topics import topic_name
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
 
@@ -84,7 +85,7 @@ app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 def _topic(suffix: str) -> faust.TopicT:
     return app.topic(
-        f"{_ID}-{suffix}",
+        topic_name(settings, suffix),  # the one naming scheme, shared with the command line
         key_type=bytes,
         value_type=bytes,
         key_serializer="raw",
@@ -124,6 +125,7 @@ TOPIC_NAMES = {
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
 __all__ = [
+    "AGENT_MODULES",
     "TOPIC_NAMES",
     "app",
     "audit_table",
@@ -138,10 +140,15 @@ __all__ = [
     "urls_table",
 ]
 
-# The agents register themselves on import (after everything above exists).
-import agents.fetcher  # noqa: E402
-import agents.observe  # noqa: E402
-import agents.progress  # noqa: E402
-import agents.regulator  # noqa: E402
-import agents.spout  # noqa: E402
-import agents.status_updater  # noqa: E402,F401
+# The agents register themselves on this app when the worker starts (SquallApp.worker_init imports
+# them): importing them here would make every agent module's import depend on the import order.
+AGENT_MODULES = (
+    "agents.upkeep",
+    "agents.fetcher",
+    "agents.metrics_page",
+    "agents.progress",
+    "agents.regulator",
+    "agents.spout",
+    "agents.status_updater",
+)
+app.squall_agent_modules = AGENT_MODULES

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from squall.policy.outcome import Outcome
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState
+from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, effective_crawl_delay
 from squall.policy.robots_status import RobotsEntry
@@ -314,3 +315,24 @@ def report(
     if parsed is not None:
         out.extend(parsed[1])
     return out
+
+
+def same_partition_batch(statuses: list[StatusMessage], own: int, key: str, mode: str, partitions: int) -> int | None:
+    """Index in ``statuses`` of the first outlink batch of queue ``key``'s partition, or None.
+
+    The batch (plain DISCOVERED, not a seed) rides in the page's own result
+    (``StatusMessage.discovered``), so the status updater applies both in one
+    event; ``own`` is the index of that result, ``mode`` is
+    ``partition.url.mode``, ``partitions`` is ``topology.partitions``.
+    """
+    partition = partition_for_key(key, partitions)
+    for i, status in enumerate(statuses):
+        if (
+            i != own
+            and status.fetched_at_s is None
+            and status.status is Status.DISCOVERED
+            and not status.seed
+            and partition_for_key(partition_key(status.url, mode), partitions) == partition
+        ):
+            return i
+    return None

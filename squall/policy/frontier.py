@@ -249,7 +249,8 @@ class DueIndex:
     :meth:`set_host_ready` O(P + log n); :meth:`pop_due` O(P + log n) per URL
     and per host taken, P being the distinct priorities of one queue's URLs
     (1 or 2 in a crawl: seeds and discovered URLs); nothing scans the URLs of
-    a queue or of the index.
+    a queue or of the index. Its ticket heap is not the fetch queues' (see
+    :class:`squall.policy.fetch_queues.FetchQueues` for why the two keep their own).
     """
 
     SLACK = 64  #: stale entries allowed beyond the live ones before a heap is rebuilt

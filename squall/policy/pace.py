@@ -256,7 +256,7 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
     longer delay (the record's on a tie).
 
     Also for a signal applied to the record after this worker read it
-    (:meth:`agents.fetcher.FetcherRuntime.learn`): an earlier owner's last
+    (:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`): an earlier owner's last
     request, answered after the take-over.
     """
     later = memory.backoff is not None and (record.backoff is None or memory.blocked_until_s > record.blocked_until_s)

@@ -47,6 +47,8 @@ from squall.policy.parse import ParseResult
 from squall.policy.partition import is_ip_literal, partition_key
 
 if TYPE_CHECKING:
+    from squall.policy.robots_rules import RobotsRules
+    from squall.policy.robots_status import RobotsEntry
     from squall.settings import Settings
 
 __all__ = [
@@ -141,6 +143,24 @@ class RobotsAnswer(str, Enum):
     DENIED = "denied"  # the rules disallow the URL
     UNAVAILABLE = "unavailable"  # robots.txt unreachable: nothing of the origin may be fetched (RFC 9309 §2.3.1.4)
     UNKNOWN = "unknown"
+
+
+def robots_answer(known: tuple[RobotsEntry, RobotsRules] | None, url: str, now_s: float) -> RobotsAnswer:
+    """What the cached robots.txt of ``url``'s origin (``known``: entry and rules, or None) says of ``url``.
+
+    A browser request is never the one that fetches robots.txt: unknown or
+    stale is UNKNOWN (refused, so nothing is fetched outside the host's
+    pace); unreachable is UNAVAILABLE (RFC 9309 §2.3.1.4: nothing of the
+    origin may be fetched).
+    """
+    if known is None:
+        return RobotsAnswer.UNKNOWN
+    entry, rules = known
+    if entry.blocks_origin:
+        return RobotsAnswer.UNAVAILABLE
+    if not entry.is_fresh(now_s):
+        return RobotsAnswer.UNKNOWN
+    return RobotsAnswer.ALLOWED if rules.allowed(url) else RobotsAnswer.DENIED
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import importlib
 import socket
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import faust
 import faust.exceptions
@@ -119,6 +121,23 @@ class SquallApp(faust.App):
 
     squall_settings: Settings  # the loaded configuration, set by topology/ at import, read by SquallWorker
     squall_topics: Mapping[str, int] = {}  # topic name → partitions (not the changelogs), set by topology/
+    squall_fetch_runtime: Any = None  # the worker's FetcherRuntime, created when its fetcher starts (agents.common)
+    squall_agent_config: Any = None  # the agents' configuration objects, built on first use (agents.common)
+    squall_addresses: Any = None  # the byIP resolutions, created on first use (agents.common.addresses)
+    squall_tables: Any = None  # the tables the agents use, the topology's unless a test hands in others
+    squall_agent_modules: Sequence[str] = ()  # the modules declaring the agents, set by topology/
+
+    def worker_init(self) -> None:
+        """Import the agent modules (they register on this app) when ``faust -A topology worker`` starts.
+
+        Importing them from ``topology`` itself would make every agent
+        module's import depend on the order (an agent imports ``topology``);
+        here they are imported after it, in the listed order, and an import
+        error stops the worker (Faust's autodiscovery would only log it).
+        """
+        super().worker_init()
+        for name in self.squall_agent_modules:
+            importlib.import_module(name)
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)

@@ -220,3 +220,22 @@ def test_a_robots_request_paces_the_next_one_with_the_crawl_delay_it_taught_and_
 def test_the_config_reads_the_defaults_file():
     config = FetchConfig.from_settings(SETTINGS)
     assert (config.lead_s, config.robots_retry_s, config.max_wait_s) == (0.5, 60.0, 300.0)
+
+
+def test_the_outlink_batch_of_the_pages_own_partition_rides_with_its_result() -> None:
+    from squall.policy.fetch_decision import same_partition_batch
+    from squall.policy.partition import partition_for_key
+
+    partitions, key = 8, "example.com"
+    elsewhere = next(
+        f"h{i}.example"
+        for i in range(100)
+        if partition_for_key(f"h{i}.example", partitions) != partition_for_key(key, partitions)
+    )
+    own = StatusMessage(url="https://example.com/p", status=Status.FETCHED, fetched_at_s=1.0)
+    seeded = StatusMessage(url="https://example.com/s", seed=True)
+    other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
+    same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
+    statuses = [own, seeded, other, same]
+    assert same_partition_batch(statuses, 0, key, "byHost", partitions) == 3
+    assert same_partition_batch(statuses[:3], 0, key, "byHost", partitions) is None  # a seed never rides along
