@@ -61,7 +61,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agents import parser
+from agents import documents, parser
 from agents.addresses import addresses, host_port
 from agents.common import deadletter, load_host
 from agents.observe import audit_request, audits, metrics, observe_fetch, observe_result
@@ -639,6 +639,7 @@ async def _fetch_page(
     )
     pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
     parsed = await _parse(msg, result) if outcome.parse else None
+    await documents.emit(msg, result, parsed)  # documents.enabled: the page's document (documents topic)
     fetched = fd.Fetched(
         etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
     )
@@ -691,6 +692,7 @@ async def _archive(msg: FetchMessage, result: FetchResult) -> None:
         fetched_at_s=result.started_at_s,
         truncated=result.truncated,
         http_version=result.http_version,
+        payload_digest=result.payload_digest,
     )
     if len(result.body) <= INLINE_WARC_BYTES:
         write()

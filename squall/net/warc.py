@@ -24,6 +24,8 @@ Config keys: ``warc.dir``, ``warc.max.size``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import socket
 import threading
@@ -40,7 +42,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-__all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter"]
+__all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter", "payload_digest"]
 
 ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
@@ -109,6 +111,7 @@ class WarcWriter:
         truncated: bool,
         http_version: str = "HTTP/1.1",
         method: str = "GET",
+        payload_digest: str | None = None,
     ) -> Path:
         """Write a ``response`` and a ``request`` record for one fetch; return the file written to.
 
@@ -116,6 +119,9 @@ class WarcWriter:
         ``WARC-Truncated: length``. ``ip`` becomes ``WARC-IP-Address`` (None
         leaves it out). ``fetched_at_s`` (Unix seconds) is the ``WARC-Date`` of
         both records, which point at each other with ``WARC-Concurrent-To``.
+        ``payload_digest``: :func:`payload_digest` of ``body`` when the caller
+        already has it (written as ``WARC-Payload-Digest``, not computed again);
+        None = computed here.
 
         Raises:
             ValueError: the writer was closed.
@@ -132,6 +138,8 @@ class WarcWriter:
                 resp_warc["WARC-IP-Address"] = ip
             if truncated:
                 resp_warc["WARC-Truncated"] = "length"
+            if payload_digest:
+                resp_warc["WARC-Payload-Digest"] = payload_digest
             resp_http = StatusAndHeaders(
                 f"{int(status)} {_clean(reason) or _phrase(status)}",
                 _stored_response_headers(response_headers, len(body)),
@@ -270,6 +278,11 @@ class WarcWriter:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def payload_digest(body: bytes) -> str:
+    """``WARC-Payload-Digest`` of a stored body: ``sha1:`` and the base32 SHA-1 (WARC 1.1 §5.9, warcio's form)."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
 
 
 def _warc_date(at_s: float, *, micros: bool) -> str:

@@ -354,6 +354,32 @@ class SettingsFields:
     #: the loop never stalls. 0 = every record in a thread.
     warc_inline_max_bytes: int = field(metadata={"key": "warc.inline.max.bytes"})
 
+    # ---- documents (StormCrawler IndexerBolt)
+    #: One JSON document per FETCHED HTML page (rendered pages included) on the
+    #: topic <topology.id>-documents, keyed by the URL's partition key: clean main
+    #: text (Resiliparse), language, description, canonical, payload digest (the
+    #: WARC-Payload-Digest of its response record), a simhash fingerprint and the
+    #: metadata indexer.md.mapping names. A page whose meta robots or X-Robots-Tag
+    #: says noindex gives none. false = no document, and the text extraction
+    #: library is never imported.
+    documents_enabled: bool = field(metadata={"key": "documents.enabled"})
+    #: Characters of main text kept in a document (a longer text is cut and
+    #: marked text_truncated). -1 = no limit (a document must still fit the
+    #: broker's message size, 1 MB by default).
+    indexer_text_maxlength: int = field(metadata={"key": "indexer.text.maxlength"})
+    #: Metadata copied into a document's "metadata" object, one "key=field" entry
+    #: each (StormCrawler's form): the URL's metadata key, then the document field
+    #: it becomes; an entry without "=" keeps its name. Values are lists of
+    #: strings. E.g. ["parse.title=page_title", "crawl"].
+    indexer_md_mapping: tuple[str, ...] = field(metadata={"key": "indexer.md.mapping"})
+    #: Directory of the local full-text index built by `squall index` (tantivy),
+    #: relative to the working directory; parents are created.
+    index_dir: str = field(metadata={"key": "index.dir"})
+    #: `squall index` commits the index, then the consumer group's offsets, at
+    #: least this often (s) while documents arrive: a stop or crash repeats at
+    #: most this much work (re-indexed documents replace themselves, by URL).
+    index_commit_interval_secs: float = field(metadata={"key": "index.commit.interval.secs"})
+
     # ---- observability
     #: Politeness audit: a start-to-start gap may fall short of the delay in force
     #: by this much (s) before it counts as a violation (clock resolution only;

@@ -25,6 +25,8 @@ their sources:
   names the key).
 * ``render.resources.skip`` names Playwright resource types, never ``document``;
   ``sitemap.default.path`` is empty or starts with ``/``.
+* ``indexer.md.mapping`` entries are ``key=field`` or ``key``
+  (:func:`squall.policy.metadata.parse_mapping`).
 * ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
 * The broker's security (:func:`squall.net.kafka_security.validate`):
   ``kafka.security.protocol`` and ``kafka.sasl.mechanism`` from their lists;
@@ -57,7 +59,7 @@ from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
 from squall.policy.lease import heartbeat_interval_s
-from squall.policy.metadata import key_matches
+from squall.policy.metadata import key_matches, parse_mapping
 from squall.worker.membership import check_template
 
 if TYPE_CHECKING:
@@ -113,6 +115,7 @@ POSITIVE = (
     "fetcher.queue.full.retry.secs",
     "metrics.scan.cache.secs",
     "http.header.limit",
+    "index.commit.interval.secs",
 )
 # Counts that must be at least 1.
 AT_LEAST_ONE = (
@@ -148,6 +151,7 @@ MINUS_ONE_OR_NOT_NEGATIVE = (
     "urlfilters.max.query.params",
     "sitemap.filter.hours.since.modified",
     "fetcher.max.queue.size",
+    "indexer.text.maxlength",
 )
 # Limits where -1 means "none" and otherwise at least 1.
 MINUS_ONE_OR_AT_LEAST_ONE = (
@@ -224,6 +228,10 @@ def _validate_choices(settings: Settings) -> None:
     for domain in settings.urlfilters_domains_allow:
         if is_public_suffix(host_name(domain)):
             raise ConfigError("urlfilters.domains.allow", f"{host_name(domain)!r} is a public suffix, not a domain")
+    try:
+        parse_mapping(settings.indexer_md_mapping)
+    except ValueError as exc:
+        raise ConfigError("indexer.md.mapping", str(exc)) from None
     NetworkPolicy.from_settings(settings)  # parses the CIDRs and pins, naming the key of a bad entry
     skip = {t.lower() for t in settings.render_resources_skip}
     if skip - RESOURCE_TYPES:

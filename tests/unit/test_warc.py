@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from squall.net.warc import WarcWriter
+from squall.net.warc import WarcWriter, payload_digest
 
 WARCIO = Path(sys.executable).parent / "warcio"
 FIXED_NOW_S = 1_700_000_000.25  # 2023-11-14T22:13:20.25Z
@@ -214,3 +214,18 @@ def test_a_conversion_of_an_unknown_response_still_names_its_target_uri_and_date
     _, headers, _, _ = records(path)[-1]
     assert headers.get_header("WARC-Refers-To") is None
     assert headers.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.2:8080/gone"
+
+
+def test_the_payload_digest_is_warcios_and_a_given_one_is_written_as_is(tmp_path):
+    body = b"<html><body>digest me</body></html>"
+    with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
+        computed = fetch(writer, url="http://127.0.0.2:8080/computed", body=body)
+        given = fetch(writer, url="http://127.0.0.2:8080/given", body=body, payload_digest=payload_digest(body))
+    assert computed == given
+    responses = [r for r in records(computed) if r[0] == "response"]
+    digests = [r[1].get_header("WARC-Payload-Digest") for r in responses]
+    assert digests == [payload_digest(body), payload_digest(body)]
+    assert payload_digest(body).startswith("sha1:") and len(payload_digest(body)) == 5 + 32
+    # warcio's own check of the archive agrees with the digest written without computing it
+    proc = subprocess.run([str(WARCIO), "check", str(computed)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
