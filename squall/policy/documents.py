@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
+import string
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -63,7 +63,9 @@ __all__ = [
 LANGUAGE_SAMPLE_CHARS = 4096
 # detect_fast's default cutoff: a rank above it is "usually a false result" (its documentation).
 LANGUAGE_RANK_CUTOFF = 1200
-_WORD = re.compile(r"\w+")
+# Characters stripped from both ends of a white-space-separated token to make it a word (ASCII and common
+# typographic punctuation: quotes, dashes, ellipsis, guillemets).
+_PUNCTUATION = string.punctuation + "«»‹›„“”‚‘’—–…·¡¿"
 # Simhash lanes: each of the 64 bits is counted in its own 16-bit lane of one big integer, so adding
 # one integer per byte of a word's hash counts 8 bits at once (at most 65 535 distinct words).
 _LANE = 16
@@ -266,13 +268,18 @@ def language_confidence(rank: int, language: str = "") -> float:
 def simhash64(text: str) -> int:
     """64-bit simhash of the distinct lower-case words of ``text`` (0 for a text without words).
 
+    Words: white-space-separated tokens with punctuation stripped from both ends.
+
     Each word is hashed (BLAKE2b, 8 bytes: stable across processes, unlike
     ``hash()``); bit i of the fingerprint is set when more than half of the
     words' hashes have bit i set. Distinct words, unweighted: a repeated
     boilerplate word weighs no more than any other. Past 65 535 distinct
     words, the first 65 535 in order of appearance count.
     """
-    words = list(dict.fromkeys(_WORD.findall(text.lower())))[:_MAX_WORDS]
+    # split on white space, then strip punctuation from each distinct token: several times cheaper than a
+    # \w+ regex over the whole text, and the same words for prose
+    tokens = (t.strip(_PUNCTUATION) for t in dict.fromkeys(text.lower().split()))
+    words = [w for w in dict.fromkeys(tokens) if w][:_MAX_WORDS]
     if not words:
         return 0
     lanes = [0] * 8  # lanes[j]: bit k of byte j of every hash, counted in lane k
@@ -315,7 +322,7 @@ def _description(tree: Any) -> str | None:
     head = tree.head
     if head is None:
         return None
-    for meta in head.query_selector_all("meta[name]"):
+    for meta in head.get_elements_by_tag_name("meta").values():
         if (meta.getattr("name") or "").strip().lower() == "description":
             content = " ".join((meta.getattr("content") or "").split())
             return content or None
@@ -324,8 +331,10 @@ def _description(tree: Any) -> str | None:
 
 def _outlinks(tree: Any) -> int:
     count = 0
-    for node in tree.document.query_selector_all("a[href], area[href]"):
-        href = (node.getattr("href") or "").strip()
-        if href and not href.startswith("#") and "nofollow" not in (node.getattr("rel") or "").lower().split():
-            count += 1
+    for tag in ("a", "area"):
+        # .values(): a list at once (iterating a DOMCollection item by item costs ~100 µs per item)
+        for node in tree.document.get_elements_by_tag_name(tag).values():
+            href = (node.getattr("href") or "").strip()
+            if href and not href.startswith("#") and "nofollow" not in (node.getattr("rel") or "").lower().split():
+                count += 1
     return count
