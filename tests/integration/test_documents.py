@@ -42,20 +42,22 @@ async def _read_all(conn: KafkaConnection, topic: str) -> list[tuple[bytes, byte
     """Every (key, value) of ``topic`` up to its end offsets now, no consumer group."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    from squall.tools.kafka_admin import topic_partition_counts
+
+    parts = [TopicPartition(topic, p) for p in range((await topic_partition_counts(conn))[topic])]
     consumer = AIOKafkaConsumer(**conn.client_kwargs(), group_id=None, enable_auto_commit=False)
     await consumer.start()
     try:
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        if not parts:
-            await consumer.force_metadata_update()
-            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)
         out: list[tuple[bytes, bytes]] = []
-        while any(await consumer.position(tp) < ends[tp] for tp in parts):
-            for messages in (await consumer.getmany(timeout_ms=1000)).values():
-                out += [(m.key or b"", m.value or b"") for m in messages if m.offset < ends[m.partition_tp()]]
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < ends[tp] for tp in parts])
+
+        while await behind():
+            for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+                out += [(m.key or b"", m.value or b"") for m in messages if m.offset < ends[tp]]
         return out
     finally:
         await consumer.stop()
