@@ -193,6 +193,7 @@ async def consume(
     commit_interval_s: float,
     idle_s: float = 0.0,
     on_commit: Callable[[IndexStats], None] | None = None,
+    on_document: Callable[[Document], None] | None = None,
 ) -> IndexStats:
     """Read ``topic`` into ``index`` from the committed offsets of ``group``; returns what was done.
 
@@ -200,6 +201,8 @@ async def consume(
     to its end and no message came for ``idle_s`` seconds. The index is
     committed before the offsets (see the module docstring), every
     ``commit_interval_s`` seconds while messages arrive and at the end.
+    ``on_commit`` is called after each index commit, ``on_document`` with
+    each document put.
 
     Raises:
         KafkaSetupError: the topic does not exist or no broker answers.
@@ -237,11 +240,15 @@ async def consume(
             for messages in batch.values():
                 for m in messages:
                     try:
-                        index.put(Document.from_bytes(m.value or b""))
-                        stats.indexed += 1
+                        doc = Document.from_bytes(m.value or b"")
                     except MessageError as exc:
                         stats.skipped += 1
                         log.warning("squall index: skipped %s[%d]@%d: %s", m.topic, m.partition, m.offset, exc)
+                        continue
+                    index.put(doc)
+                    stats.indexed += 1
+                    if on_document is not None:
+                        on_document(doc)
             now = time.monotonic()
             if batch:
                 last_message = now

@@ -16,6 +16,10 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from squall.index import Hit
 
 
 def _index_command(args: argparse.Namespace) -> int:
@@ -61,11 +65,21 @@ def _search_command(args: argparse.Namespace) -> int:
     if not hits:
         print(f"squall search: no page matches {args.query!r}", file=sys.stderr)
         return 1
-    for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {hit.title or '(no title)'}  [{hit.language}]  score {hit.score:.2f}")
-        print(f"   {hit.url}")
-        print(f"   {hit.snippet}")
+    for line in format_hits(hits):
+        print(line)
     return 0
+
+
+def format_hits(hits: list[Hit]) -> list[str]:
+    """The lines ``squall search`` prints: rank, title, language and score; the URL; the snippet."""
+    lines = []
+    for rank, hit in enumerate(hits, 1):
+        lines += [
+            f"{rank}. {hit.title or '(no title)'}  [{hit.language}]  score {hit.score:.2f}",
+            f"   {hit.url}",
+            f"   {hit.snippet}",
+        ]
+    return lines
 
 
 def add_parser(subparsers) -> None:
