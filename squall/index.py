@@ -175,13 +175,13 @@ def _field(stored: Any, name: str) -> str:
 
 def _snippet(snippet: Any) -> str:
     """The fragment with each highlighted range in ``[...]``, white space collapsed."""
-    text = snippet.fragment()
+    raw = snippet.fragment().encode("utf-8")  # the highlighted ranges are byte offsets into the UTF-8 text
     out, at = [], 0
     for r in snippet.highlighted():
-        out += [text[at : r.start], "[", text[r.start : r.end], "]"]
+        out += [raw[at : r.start], b"[", raw[r.start : r.end], b"]"]
         at = r.end
-    out.append(text[at:])
-    return " ".join("".join(out).split())
+    out.append(raw[at:])
+    return " ".join(b"".join(out).decode("utf-8", "replace").split())
 
 
 async def consume(

@@ -233,3 +233,9 @@ def test_the_config_comes_from_the_stormcrawler_keys():
 def test_a_bad_document_message_is_a_message_error(raw):
     with pytest.raises(MessageError):
         Document.from_bytes(raw)
+
+
+def test_a_page_that_is_a_list_of_links_gives_its_whole_text_not_only_its_heading():
+    links = "".join(f'<li><a href="/m/{i}">module number {i} reference</a></li>' for i in range(40))
+    got = extract(f"<html><body><h1>Index</h1><table><tr><td><ul>{links}</ul></td></tr></table></body></html>".encode())
+    assert "module number 39 reference" in got.text

@@ -62,3 +62,12 @@ def test_a_second_writer_on_the_same_directory_is_refused(index, tmp_path):
 
 def test_the_consumer_group_is_named_after_the_topology():
     assert group_id("demo") == "demo-index"
+
+
+def test_snippet_highlights_mark_whole_words_after_non_ascii_text(tmp_path):
+    idx = SearchIndex(tmp_path / "i", writable=True)
+    idx.put(doc("http://site.test/x", "Python » 3.11 • Dokumentation über Größe: the documentation is here"))
+    idx.commit()
+    (hit,) = idx.search("documentation")
+    assert "[documentation]" in hit.snippet and "» 3.11 •" in hit.snippet
+    idx.close()
