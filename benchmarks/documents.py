@@ -16,6 +16,7 @@ nothing asserted. Run::
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return doc.to_bytes()
 
     page = dp.extract(body, "utf-8")
+    load = os.getloadavg()[0]
     rows = [
         ("documents step (noindex, extract, build, JSON)", cpu_ms_per_page(documents_step, args.pages, args.rounds)),
         ("  of which extract (Resiliparse)", cpu_ms_per_page(lambda: dp.extract(body), args.pages, args.rounds)),
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"documents micro-benchmark: {len(body)} B page, {len(page.text)} chars of main text, "
         f"language {page.language}; {args.rounds} rounds x {args.pages} pages; "
-        f"Python {platform.python_version()} on {platform.machine()}"
+        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {load:.2f} at the start"
     )
     width = max(len(name) for name, _ in rows)
     print(f"{'step':<{width}}  CPU ms/page")

@@ -72,11 +72,8 @@ LANGUAGE_RANK_CUTOFF = 1200
 # Characters stripped from both ends of a white-space-separated token to make it a word (ASCII and common
 # typographic punctuation: quotes, dashes, ellipsis, guillemets).
 _PUNCTUATION = string.punctuation + "«»‹›„“”‚‘’—–…·¡¿"
-# Simhash lanes: each of the 64 bits is counted in its own 16-bit lane of one big integer, so adding
-# one integer per byte of a word's hash counts 8 bits at once (at most 65 535 distinct words).
-_LANE = 16
-_MAX_WORDS = (1 << _LANE) - 1
-_SPREAD = tuple(sum(1 << (bit * _LANE) for bit in range(8) if byte >> bit & 1) for byte in range(256))
+# Simhash: bit 0 of a 64-bit block, as 8 little-endian bytes.
+_BIT0_BLOCK = (1).to_bytes(8, "little")
 
 
 class Skip(StrEnum):
@@ -277,38 +274,29 @@ def simhash64(text: str) -> int:
     """64-bit simhash of the distinct lower-case words of ``text`` (0 for a text without words).
 
     Words: white-space-separated tokens with punctuation stripped from both ends.
-
     Each word is hashed (BLAKE2b, 8 bytes: stable across processes, unlike
     ``hash()``); bit i of the fingerprint is set when more than half of the
     words' hashes have bit i set. Distinct words, unweighted: a repeated
-    boilerplate word weighs no more than any other. Past 65 535 distinct
-    words, the first 65 535 in order of appearance count.
+    boilerplate word weighs no more than any other.
     """
     # split on white space, then strip punctuation from each distinct token: several times cheaper than a
-    # \w+ regex over the whole text, and the same words for prose
-    tokens = (t.strip(_PUNCTUATION) for t in dict.fromkeys(text.lower().split()))
-    words = [w for w in dict.fromkeys(tokens) if w][:_MAX_WORDS]
+    # \w+ regex over the whole text, and the same words for prose (a set: the sum does not depend on order)
+    words = {t.strip(_PUNCTUATION) for t in set(text.lower().split())}
+    words.discard("")
     if not words:
         return 0
-    lanes = [0] * 8  # lanes[j]: bit k of byte j of every hash, counted in lane k
-    spread = _SPREAD
-    for word in words:
-        d = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        lanes[0] += spread[d[0]]
-        lanes[1] += spread[d[1]]
-        lanes[2] += spread[d[2]]
-        lanes[3] += spread[d[3]]
-        lanes[4] += spread[d[4]]
-        lanes[5] += spread[d[5]]
-        lanes[6] += spread[d[6]]
-        lanes[7] += spread[d[7]]
-    half = len(words) / 2
-    mask = (1 << _LANE) - 1
+    # all hashes side by side in one integer (hash j in bits 64j..64j+63): the count of hashes with bit i
+    # set is then a shift, an AND with bit 0 of every block and a bit count, in C, not per word
+    blake2b = hashlib.blake2b
+    hashes = int.from_bytes(
+        b"".join(blake2b(w.encode("utf-8", "surrogatepass"), digest_size=8).digest() for w in words), "little"
+    )
+    n = len(words)
+    ones = int.from_bytes(_BIT0_BLOCK * n, "little")
     out = 0
-    for j, counts in enumerate(lanes):
-        for k in range(8):
-            if (counts >> (k * _LANE)) & mask > half:
-                out |= 1 << (j * 8 + k)
+    for bit in range(64):
+        if ((hashes >> bit) & ones).bit_count() * 2 > n:
+            out |= 1 << bit
     return out
 
 
