@@ -641,7 +641,10 @@ async def _fetch_page(
     parsed = await _parse(msg, result) if outcome.parse else None
     await documents.emit(msg, result, parsed)  # documents.enabled: the page's document (documents topic)
     fetched = fd.Fetched(
-        etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
+        etag=result.header("ETag"),
+        last_modified=result.header("Last-Modified"),
+        truncated=result.truncated,
+        payload_digest=result.payload_digest,
     )
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
 

@@ -86,7 +86,7 @@ class HttpConfig:
     read_timeout_s: float
     total_timeout_s: float
     network: NetworkPolicy
-    payload_digest: bool = False  # compute FetchResult.payload_digest (WARC archive or documents on)
+    payload_digest: bool = False  # compute FetchResult.payload_digest (WARC archive, documents or adaptive revisits)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpConfig:
@@ -103,7 +103,7 @@ class HttpConfig:
             read_timeout_s=settings.http_timeout_read,
             total_timeout_s=settings.http_timeout_total,
             network=NetworkPolicy.from_settings(settings),
-            payload_digest=settings.warc_enabled or settings.documents_enabled,
+            payload_digest=settings.warc_enabled or settings.documents_enabled or settings.scheduler_adaptive_enabled,
         )
 
 

@@ -253,6 +253,7 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
     truncated: bool = False
+    payload_digest: str | None = None  # squall.net.warc.payload_digest of the body (None: not computed)
 
 
 def report(
@@ -299,6 +300,7 @@ def report(
         last_modified=fetched.last_modified if fetched else None,
         not_modified=outcome.not_modified,
         truncated=bool(fetched and fetched.truncated),
+        payload_digest=fetched.payload_digest if fetched and outcome.status is Status.FETCHED else None,
         chain=msg.chain,
     )
     out = [settle_status(own)]  # a fetched sitemap that cannot be read ends ERROR with its reason

@@ -188,7 +188,9 @@ class StatusMessage:
     (Unix time, seconds), ``seed`` (true for seeds: their host is in scope),
     ``retry_after_s`` (Unix time before which the URL must not be fetched
     again), ``etag`` / ``last_modified`` (validators for revisits),
-    ``priority`` (higher first), ``not_modified`` (a 304 answer).
+    ``priority`` (higher first), ``not_modified`` (a 304 answer),
+    ``payload_digest`` (of a fetched body, ``sha1:<base32>``: the adaptive
+    schedule compares it with the record's).
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
     (``partition.url.mode: byIP``; never in a batch); absent otherwise.
@@ -233,6 +235,7 @@ class StatusMessage:
     priority: int | None = None
     not_modified: bool = False
     truncated: bool = False
+    payload_digest: str | None = None
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
@@ -298,6 +301,7 @@ class StatusMessage:
             ("priority", int),
             ("not_modified", bool),
             ("truncated", bool),
+            ("payload_digest", str),
             ("chain", list),
             ("moved", dict),
         ):

@@ -266,6 +266,27 @@ class SettingsFields:
     #: Consecutive rate-limited answers (429/503) of one URL before it becomes
     #: ERROR http.rate_limited.too_many. -1 = retry for ever.
     max_rate_limits: int = field(metadata={"key": "max.rate.limits"})
+    #: Adaptive revisits (StormCrawler's AdaptiveScheduler): a FETCHED page whose
+    #: payload digest is the same as at its last fetch, or that was answered 304
+    #: Not Modified, is revisited after its last interval x (1 + rate.incr), at
+    #: most fetchInterval.max; a changed one after (1 - rate.decr) x its last
+    #: interval + rate.decr x fetchInterval.min. The first fetch uses
+    #: fetchInterval.default (or the sitemap changefreq). The interval and why
+    #: (fetch_interval_s, interval_reason) are kept in the URL record. false =
+    #: every FETCHED page after fetchInterval.default (or its changefreq).
+    scheduler_adaptive_enabled: bool = field(metadata={"key": "scheduler.adaptive.enabled"})
+    #: Shortest adaptive revisit interval, MINUTES (> 0).
+    scheduler_adaptive_fetch_interval_min: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.min"})
+    #: Longest adaptive revisit interval, MINUTES (>= fetchInterval.min).
+    scheduler_adaptive_fetch_interval_max: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.max"})
+    #: Growth rate of the interval of an unchanged page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_incr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.incr"}
+    )
+    #: Shrink rate of the interval of a changed page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_decr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.decr"}
+    )
 
     # ---- URL filters and normalization
     #: Schemes crawled.

@@ -14,6 +14,9 @@ their sources:
   (0, 86400] (RFC 9309 §2.4); ``http.robots.retry.max.secs`` is not below
   ``http.robots.retry.base.secs``; ``frontier.backoff.max.secs`` is not below
   ``frontier.backoff.base.secs``.
+* ``scheduler.adaptive.fetchInterval.min`` is positive and not above
+  ``.max``; ``.rate.incr`` and ``.rate.decr`` are in (0, 1] (StormCrawler's
+  AdaptiveScheduler).
 * ``partition.url.mode`` is one of byHost, byDomain, byIP.
 * ``http.robots.agents`` (else ``http.agent.name``) each have an RFC 9309
   §2.2.1 product token.
@@ -194,6 +197,13 @@ def _validate_ranges(settings: Settings) -> None:
         raise ConfigError("http.robots.retry.max.secs", "must be >= http.robots.retry.base.secs")
     if settings.frontier_backoff_max_secs < settings.frontier_backoff_base_secs:
         raise ConfigError("frontier.backoff.max.secs", "must be >= frontier.backoff.base.secs")
+    if settings.scheduler_adaptive_fetch_interval_min <= 0:
+        raise ConfigError("scheduler.adaptive.fetchInterval.min", "must be positive (minutes)")
+    if settings.scheduler_adaptive_fetch_interval_max < settings.scheduler_adaptive_fetch_interval_min:
+        raise ConfigError("scheduler.adaptive.fetchInterval.max", "must be >= scheduler.adaptive.fetchInterval.min")
+    for key in ("scheduler.adaptive.fetchInterval.rate.incr", "scheduler.adaptive.fetchInterval.rate.decr"):
+        if not 0 < settings[key] <= 1:
+            raise ConfigError(key, f"must be > 0 and at most 1, got {settings[key]}")
     session_s = settings.kafka_session_timeout_secs
     open_s = session_s - heartbeat_interval_s(session_s)
     if settings.kafka_session_fence_margin_secs >= open_s:
