@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import pathlib
 from dataclasses import replace
@@ -562,7 +563,7 @@ def test_a_changed_page_approaches_the_minimum_ever_more_slowly_and_never_below_
     for _ in range(12):
         interval, _ = adaptive_interval(interval, "sha1:A", "sha1:B", False, DAY, ADAPTIVE)
         steps.append(interval)
-    assert all(a > b >= 60 * MIN for a, b in zip(steps, steps[1:], strict=False))
+    assert all(a > b >= 60 * MIN for a, b in itertools.pairwise(steps))
     assert steps[-1] - 60 * MIN < 30.0  # the distance to the minimum halves at each change
 
 
