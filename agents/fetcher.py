@@ -631,7 +631,7 @@ async def _fetch_page(
         normalizer=NORMALIZER,
     )
     observe_fetch(result)
-    await _archive(msg, result)
+    archived_at_s = await _archive(msg, result)
     if outcome.parse:  # a JavaScript page is rendered inside this turn (issue 12): it counts as a fetch of its host
         result = await render_step(msg, result, runtime)
     event_ended = fd.ended(
@@ -645,6 +645,7 @@ async def _fetch_page(
         last_modified=result.header("Last-Modified"),
         truncated=result.truncated,
         payload_digest=result.payload_digest,
+        archived_at_s=archived_at_s,
     )
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
 
@@ -673,8 +674,14 @@ def _count_takeover_fetch(msg: FetchMessage) -> None:
         )
 
 
-async def _archive(msg: FetchMessage, result: FetchResult) -> None:
+async def _archive(msg: FetchMessage, result: FetchResult) -> float | None:
     """Write the request and response records of one fetch to the WARC file (if archiving).
+
+    Returns the WARC-Date (Unix s) of the full response record holding this
+    payload — this fetch's, or, for a payload identical to the URL's last
+    archived one (``warc.revisits``, :func:`squall.policy.fetch_decision.revisit_of`),
+    the earlier record the revisit record written instead refers to — or
+    None when nothing is archived.
 
     A body of at most ``warc.inline.max.bytes`` is written on the event loop
     (about half a CPU-millisecond for a 12 KB page, less than handing it to a
@@ -682,25 +689,44 @@ async def _archive(msg: FetchMessage, result: FetchResult) -> None:
     (the writer's lock orders the two).
     """
     if runtime.warc is None:
-        return
-    write = functools.partial(
-        runtime.warc.write_fetch,
-        msg.url,
-        request_headers=result.request_headers,
-        status=result.status,
-        reason="",
-        response_headers=result.headers,
-        body=result.body,
-        ip=result.ip,
-        fetched_at_s=result.started_at_s,
-        truncated=result.truncated,
-        http_version=result.http_version,
-        payload_digest=result.payload_digest,
-    )
+        return None
+    refers_to_s = fd.revisit_of(msg, result.payload_digest) if settings.warc_revisits else None
+    if refers_to_s is not None and result.payload_digest is not None:  # unchanged: no second copy of the body
+        write = functools.partial(
+            runtime.warc.write_revisit,
+            msg.url,
+            request_headers=result.request_headers,
+            status=result.status,
+            reason="",
+            response_headers=result.headers,
+            body_length=len(result.body),
+            ip=result.ip,
+            fetched_at_s=result.started_at_s,
+            payload_digest=result.payload_digest,
+            refers_to_date_s=refers_to_s,
+            http_version=result.http_version,
+        )
+    else:
+        refers_to_s = None
+        write = functools.partial(
+            runtime.warc.write_fetch,
+            msg.url,
+            request_headers=result.request_headers,
+            status=result.status,
+            reason="",
+            response_headers=result.headers,
+            body=result.body,
+            ip=result.ip,
+            fetched_at_s=result.started_at_s,
+            truncated=result.truncated,
+            http_version=result.http_version,
+            payload_digest=result.payload_digest,
+        )
     if len(result.body) <= INLINE_WARC_BYTES:
         write()
     else:
         await asyncio.to_thread(write)
+    return result.started_at_s if refers_to_s is None else refers_to_s
 
 
 def _audit_robots(origin: str, hop: int) -> None:

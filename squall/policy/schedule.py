@@ -197,7 +197,9 @@ class UrlRecord:
     consecutive transient failures, ``rate_limits`` the consecutive
     rate-limited answers (429/503). ``chain`` is the redirect chain that led
     here (oldest first). ``payload_digest``: the ``WARC-Payload-Digest`` form
-    digest of the last full body fetched. ``fetch_interval_s`` /
+    digest of the last full body fetched; ``archived_at_s``: the WARC-Date
+    (Unix s) of the full response record holding it (None: not archived).
+    ``fetch_interval_s`` /
     ``interval_reason``: the adaptive revisit interval (s) and why
     (``scheduler.adaptive.enabled``; None otherwise). ``status``,
     ``reason`` and ``interval_reason`` are enums; the table holds their
@@ -224,6 +226,7 @@ class UrlRecord:
     chain: list[str] = field(default_factory=list)
     truncated: bool = False
     payload_digest: str | None = None
+    archived_at_s: float | None = None
     fetch_interval_s: float | None = None
     interval_reason: IntervalReason | None = None
 
@@ -353,6 +356,7 @@ def apply(
             etag=msg.etag or (record.etag if msg.not_modified else None),
             last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None),
             payload_digest=record.payload_digest if msg.not_modified else (msg.payload_digest or record.payload_digest),
+            archived_at_s=record.archived_at_s if msg.not_modified else msg.archived_at_s,
             fetch_interval_s=interval_s if why is not None else None,
             interval_reason=why,
         )

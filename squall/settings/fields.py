@@ -370,6 +370,12 @@ class SettingsFields:
     warc_dir: str = field(metadata={"key": "warc.dir"})
     #: Rotate a WARC file when it passes this many bytes.
     warc_max_size: int = field(metadata={"key": "warc.max.size"})
+    #: A fetch whose payload digest equals the one of the URL's last archived full
+    #: response is written as a WARC revisit record (WARC 1.1, profile
+    #: identical-payload-digest: status line and headers, no second copy of the
+    #: body; WARC-Refers-To-Target-URI / -Date name the full record). false =
+    #: every fetch archived in full.
+    warc_revisits: bool = field(metadata={"key": "warc.revisits"})
     #: A fetch whose body is at most this many bytes is archived on the worker's
     #: event loop (cheaper than a thread hand-off); a larger one in a thread, so
     #: the loop never stalls. 0 = every record in a thread.

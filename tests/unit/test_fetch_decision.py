@@ -220,3 +220,22 @@ def test_a_robots_request_paces_the_next_one_with_the_crawl_delay_it_taught_and_
 def test_the_config_reads_the_defaults_file():
     config = FetchConfig.from_settings(SETTINGS)
     assert (config.lead_s, config.robots_retry_s, config.max_wait_s) == (0.5, 60.0, 300.0)
+
+
+REVISIT_CASES = [
+    # (digest of the hand-out's record, its archive date, this fetch's digest, expected refers-to date)
+    ("sha1:A", 100.0, "sha1:A", 100.0),  # unchanged: a revisit of the archived record
+    ("sha1:A", 100.0, "sha1:B", None),  # changed: archived in full
+    ("sha1:A", None, "sha1:A", None),  # never archived (WARC was off): nothing to refer to
+    (None, None, "sha1:A", None),  # first fetch
+    ("sha1:A", 100.0, None, None),  # no digest computed
+]
+
+
+@pytest.mark.parametrize(("digest", "archived_at_s", "fetched", "expected"), REVISIT_CASES)
+def test_revisit_of_refers_to_the_archived_record_only_for_an_identical_payload(digest, archived_at_s, fetched,
+                                                                                 expected):
+    from squall.policy.fetch_decision import revisit_of
+
+    msg = FetchMessage(url="http://h.test/", key="h.test", payload_digest=digest, archived_at_s=archived_at_s)
+    assert revisit_of(msg, fetched) == expected

@@ -620,3 +620,11 @@ def test_bad_adaptive_keys_stop_the_settings_with_the_key_named(overrides):
     with pytest.raises(ConfigError) as err:
         load_settings(overrides=overrides)
     assert err.value.key in overrides
+
+
+def test_the_record_keeps_the_archive_date_of_its_payload_and_a_304_keeps_the_earlier_one():
+    first = apply(discovered(), result(Status.FETCHED, NOW, http_status=200, payload_digest="sha1:A",
+                                       archived_at_s=NOW - 0.5), CONFIG)
+    assert (first.payload_digest, first.archived_at_s) == ("sha1:A", NOW - 0.5)
+    answer = result(Status.FETCHED, NOW + 10, http_status=304, not_modified=True, archived_at_s=NOW + 9.5)
+    assert apply(first, answer, CONFIG).archived_at_s == NOW - 0.5
