@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
+from squall.settings import ROOT
 from squall.tools.site_spec import HostSpec, Page, SiteSpec
 
 HOST = "127.0.0.2"
@@ -75,6 +77,12 @@ def test_an_unchanged_page_is_a_revisit_with_a_longer_interval_and_a_changed_one
     assert records[same]["fetch_interval_s"] > default_s
     assert records[changing]["interval_reason"] == "changed"
     assert MIN_MIN * MINUTE <= records[changing]["fetch_interval_s"] < default_s
+
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}  # the config file names the broker
+    shown = subprocess.run([sys.executable, "-m", "squall.cli.main", "--conf", str(c.conf_path), "url", "show", same],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "interval reason: unchanged" in shown.stdout and "revisit interval (s): " in shown.stdout
 
     recs = warc_records(c.warc_files())
     kinds = {u: [k for k, target, _ in recs if target == u] for u in (same, changing)}
