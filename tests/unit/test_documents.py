@@ -239,3 +239,16 @@ def test_a_page_that_is_a_list_of_links_gives_its_whole_text_not_only_its_headin
     links = "".join(f'<li><a href="/m/{i}">module number {i} reference</a></li>' for i in range(40))
     got = extract(f"<html><body><h1>Index</h1><table><tr><td><ul>{links}</ul></td></tr></table></body></html>".encode())
     assert "module number 39 reference" in got.text
+
+
+def test_with_documents_off_a_worker_never_imports_the_extraction_library():
+    import subprocess
+    import sys
+
+    from squall.settings import ROOT
+
+    probe = "import sys, topology; print(sorted(m for m in sys.modules if m.startswith(('resiliparse', 'tantivy'))))"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "SQUALL_CONF": str(ROOT / "config" / "crawler-default.yaml")})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
