@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -153,3 +154,30 @@ def test_each_fetched_html_page_gives_one_document_that_the_search_index_finds(s
     assert f"{len(docs)} documents read" in again.stdout and f"{len(docs)} pages in the index" in again.stdout
     found = squall(c, "search", "--dir", str(index_dir), "--json", f'"{UNIQUE["fr"]}"')
     assert len(found.stdout.splitlines()) == 1
+
+
+def test_a_worker_killed_mid_crawl_leaves_one_indexed_document_per_fetched_page(site, crawl, tmp_path):
+    from squall.tools.site_spec import generated_site
+
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    served = site(generated_site(hosts, 12, disallow="/private/"))
+    c = crawl(**{"documents.enabled": True, "fetcher.server.delay": 0.3, "kafka.session.timeout.secs": 6.0})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    deadline = time.monotonic() + 120
+    while len(served.requests()) < 12 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    c.stop_worker("w1", kill=True)  # SIGKILL: fetches in flight are handed out and fetched again, documents resent
+    c.start_worker("w1")
+    c.wait_idle(timeout_s=300)
+
+    records = c.records()
+    fetched = {u for u, r in records.items() if r["status"] == "FETCHED"}
+    assert fetched == served.server.expected_pages()
+    conn = KafkaConnection.from_settings(c.settings)
+    docs = [Document.from_bytes(v) for _, v in asyncio.run(_read_all(conn, topic_name(c.settings, "documents")))]
+    assert {d.url for d in docs} == fetched  # every FETCHED page has a document (at least one: at-least-once)
+    run = squall(c, "index", "--dir", str(tmp_path / "index"), "--until-idle", "2")
+    assert run.returncode == 0, run.stderr
+    assert f"{len(docs)} documents read" in run.stdout
+    assert f"{len(fetched)} pages in the index" in run.stdout  # one per URL, however many copies were sent
