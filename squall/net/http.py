@@ -1,7 +1,7 @@
 """The fetch protocol: one HTTP GET under squall's safety rules, aiohttp errors translated here.
 
 This module is the one boundary where aiohttp exceptions become
-:class:`squall.errors.FetchError` (seed 003: timeouts, public-network
+:class:`squall.errors.FetchError` (timeouts, public-network
 restrictions, response-size limits, compression bombs, DNS rebinding):
 
 * the host is resolved once (DNS, or an ``http.resolve`` pin) by

@@ -41,7 +41,7 @@ from squall.policy.sitemaps import settle_status
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (seed 000)
+ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (StormCrawler's CrawlDelayPolicy)
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class FetchConfig:
     """What the decisions need from the settings.
 
     Fields:
-        robots: robots.txt settings (Crawl-delay cap and force, seed 000).
+        robots: robots.txt settings (Crawl-delay cap and force, StormCrawler's CrawlDelayPolicy).
         pace: the pace model's settings.
         lead_s: ``frontier.handout.lead.secs``: a URL waiting at the fetcher
             for a block that ends later than this is handed back.
@@ -106,7 +106,7 @@ class Go:
 
     ``crawl_delay_s``: the robots Crawl-delay after the cap (s), None = none;
     ``forward_s``: whole seconds forwarded as ``robots.crawl.delay`` when the
-    cap cut a longer delay (seed 000), None = none.
+    cap cut a longer delay (StormCrawler's CrawlDelayPolicy), None = none.
     """
 
     headers: dict[str, str] = field(default_factory=dict)
@@ -291,7 +291,7 @@ def report(
         parsed: the parse step's (metadata to record, outlinks), or None.
         go: the decision the fetch was made under (its forwarded Crawl-delay).
     """
-    # seed 000: robots.crawl.delay is rebuilt from the local rules, never taken from incoming metadata
+    # robots.crawl.delay is rebuilt from the local rules, never taken from incoming metadata
     metadata = {k: v for k, v in msg.metadata.items() if k != ROBOTS_DELAY_KEY}
     if go is not None and go.forward_s is not None:
         metadata[ROBOTS_DELAY_KEY] = [str(go.forward_s)]

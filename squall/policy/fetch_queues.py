@@ -1,6 +1,6 @@
 """The fetcher's fetch queues: one queue per host/domain, served in next-fetch-time order.
 
-Seed 004 (StormCrawler #2129, ``FetchItemQueues``) adapted to one asyncio
+StormCrawler's ``FetchItemQueues`` (apache/stormcrawler PR #2129) adapted to one asyncio
 thread, so there are no locks but the same design:
 
 * one :class:`FetchQueue` per queue key (host, domain or IP, per

@@ -38,9 +38,9 @@ class ReasonCategory(str, Enum):
 
     INPUT = "input"  # a message that could not be decoded
     URL = "url"  # a URL that cannot be crawled: refused before any request
-    SCOPE = "scope"  # outside the crawl's scope (seed 002): a policy rejection
-    TRAP = "trap"  # a crawler-trap guard (seed 002): a policy rejection
-    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, seed 000)
+    SCOPE = "scope"  # outside the crawl's scope: a policy rejection
+    TRAP = "trap"  # a crawler-trap guard: a policy rejection
+    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, StormCrawler's CrawlDelayPolicy)
     REDIRECT = "redirect"  # a redirect that is not followed
     HTTP = "http"  # the host answered with an HTTP error
     TRANSPORT = "transport"  # no usable answer: timeout, DNS, connection, protocol, SSRF guard
@@ -74,7 +74,7 @@ class Reason(StrEnum):
     URL_HOST = "url.host", ReasonCategory.URL
     URL_USERINFO = "url.userinfo", ReasonCategory.URL
     URL_TOO_LONG = "url.too_long", ReasonCategory.URL
-    # scope and trap guards (seed 002 a–d) — policy rejections, never fetch failures
+    # scope and trap guards (canonical URLs, scope, known URLs, redirect loops) — policy rejections, never fetch failures
     SCOPE_HOST = "scope.host", ReasonCategory.SCOPE
     SCOPE_REGEX = "scope.regex", ReasonCategory.SCOPE
     TRAP_DEPTH = "trap.depth", ReasonCategory.TRAP
@@ -84,7 +84,7 @@ class Reason(StrEnum):
     TRAP_REPEATED_RUN = "trap.repeated_run", ReasonCategory.TRAP
     TRAP_HOST_SEGMENT = "trap.host_segment", ReasonCategory.TRAP
     TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param", ReasonCategory.TRAP
-    # robots.txt (RFC 9309) and Crawl-delay (seed 000)
+    # robots.txt (RFC 9309) and Crawl-delay (StormCrawler's CrawlDelayPolicy)
     ROBOTS_DENIED = "robots.denied", ReasonCategory.ROBOTS  # disallowed by the rules (ERROR); only that
     # robots.txt unreachable (5xx, 429, timeout, ...): complete disallow, so the URL is not attempted and
     # waits for the robots retry (DISCOVERED, RFC 9309 §2.3.1.4); never "denied"
@@ -425,7 +425,7 @@ class FetchMessage:
 
 
 class SignalKind(str, Enum):
-    """What one fetch told about its host's pace (seed 000, StormCrawler #1973/#1984, seed 002)."""
+    """What one fetch told about its host's pace (StormCrawler CrawlDelayPolicy, #1973, #1984)."""
 
     SUCCESS = "success"  # answered without a rate limit: back-off resets
     RETRY_AFTER = "retry_after"  # 429/503 with a valid Retry-After: host blocked until retry_until_s
@@ -447,7 +447,7 @@ class SignalMessage:
     None = none). ``delay_s``: the delay in force the fetcher computed (s,
     informative). ``retry_until_s``: the Retry-After time of a RETRY_AFTER.
     ``robots_crawl_delay_s``: metadata ``robots.crawl.delay`` (whole seconds,
-    only when the fetcher capped a Crawl-delay, seed 000).
+    only when the fetcher capped a Crawl-delay, StormCrawler's CrawlDelayPolicy).
     ``handed_out_at_s``: the spout's hand-out time of the fetch, so a late or
     re-delivered signal never frees a newer hand-out of the same URL.
     """

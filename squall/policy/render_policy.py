@@ -2,9 +2,8 @@
 
 Pure: no I/O, no browser, no clock. :mod:`squall.net.render` drives Chromium and
 asks this module about every request the browser makes; :mod:`agents.render`
-decides per page and records the outcome. Source of the feature: seed 002,
-refinement 6e (render JS-only pages selectively, with a small pool), and
-issue 12 (the browser's own requests obey squall's rules).
+decides per page and records the outcome. The feature: render JavaScript-only pages selectively, with a
+small pool, and the browser's own requests obey squall's rules.
 
 A page is rendered (:func:`should_render`) only when ``render.enabled`` is
 true, the answer is a 2xx HTML page without ``nofollow``, and either its host
@@ -94,7 +93,7 @@ RESOURCE_TYPES = frozenset(
         "other",
     }
 )
-# Framework signatures of a client-rendered shell (seed 002: "<div id="root"></div>, __NEXT_DATA__, etc.").
+# Framework signatures of a client-rendered shell ("<div id="root"></div>, __NEXT_DATA__, etc.").
 _EMPTY_MOUNT = re.compile(
     rb"""<(?:div|main|section|app-root)\b[^>]*\bid\s*=\s*["']?(root|app|__next|__nuxt|q-app|svelte)\b["']?[^>]*>\s*</""",
     re.IGNORECASE,
@@ -126,7 +125,7 @@ class Refusal(str, Enum):
 
 
 class RenderFailure(str, Enum):
-    """Why a render ended without a DOM: the page keeps its raw HTML's links (issue 12)."""
+    """Why a render ended without a DOM: the page keeps its raw HTML's links."""
 
     TIMEOUT = "render.timeout"  # render.timeout passed before the page settled
     CRASH = "render.crash"  # the browser or the page crashed; the pool restarts it
@@ -383,7 +382,7 @@ class RenderTally:
     """Requests of one render: how many were sent, how many refused per reason."""
 
     sent: int = 0
-    refused: Counter = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)
     cached: int = 0
 
     def refuse(self, reason: Refusal) -> None:

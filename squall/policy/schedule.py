@@ -6,7 +6,7 @@ function is pure and idempotent: applying the same message twice gives the
 same record (re-delivery is normal under at-least-once, docs/architecture.md
 invariant 3).
 
-Rules (seed 003: transient vs permanent failures; StormCrawler keys):
+Rules (transient vs permanent failures; StormCrawler keys):
 
 * DISCOVERED for an unknown URL creates the record, due now. For a known URL
   it changes nothing (deduplication is exact on the canonical URL).
@@ -265,8 +265,8 @@ class UrlRecord:
         The fetcher sends a URL's status before its signal, and the signal
         frees the host's hand-out place: between the two the host record
         still lists the URL in flight while this record is due again. A due
-        index rebuilt then must index it (nothing else would: issue 9, fault
-        trial 9103, a deferred URL left out of the index for good).
+        index rebuilt then must index it (nothing else would: in the broker kill -9
+        fault trial a deferred URL was left out of the index for good).
         """
         return self.last_fetch_at_s is not None and self.last_fetch_at_s >= handed_out_at_s
 

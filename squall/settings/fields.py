@@ -74,8 +74,8 @@ class SettingsFields:
     #: A stream partition of this worker whose committed offset has not moved for
     #: this long (s) while the broker holds messages past it and none of them is in
     #: processing here is read again from its committed offset (its beginning when
-    #: nothing is committed; logged as a WARNING): its messages stopped coming (issue 9's stranded messages after a
-    #: take-over). Checked every 5 s. 0 = off.
+    #: nothing is committed; logged as a WARNING): its messages stopped coming (docs/faults.md: stranded messages
+    #: after a take-over). Checked every 5 s. 0 = off.
     kafka_stuck_partition_secs: float = field(metadata={"key": "kafka.stuck.partition.secs"})
     #: How often (s) a worker checks its due queues and, when a host is due, sends
     #: a tick to that partition's tick topic so the spout hands out in the
@@ -156,7 +156,7 @@ class SettingsFields:
     #: A 401/403 robots.txt means "allow all" (RFC 9309 §2.3.1.3). false = disallow all.
     http_robots_403_allow: bool = field(metadata={"key": "http.robots.403.allow"})
     #: A 5xx/429/unreachable robots.txt means complete disallow (RFC 9309
-    #: §2.3.1.4). true = seed 002's permissive choice (allow all, each decision logged).
+    #: §2.3.1.4). true = the permissive choice (allow all, each decision logged).
     http_robots_5xx_allow: bool = field(metadata={"key": "http.robots.5xx.allow"})
     #: Robots cache: default and maximum lifetime (s) of a cached robots.txt
     #: (RFC 9309 §2.4: no longer than 24 h).
@@ -190,7 +190,7 @@ class SettingsFields:
     fetcher_max_crawl_delay: float = field(metadata={"key": "fetcher.max.crawl.delay"})
     #: false: a host whose Crawl-delay exceeds fetcher.max.crawl.delay is not
     #: fetched (ERROR crawl_delay.too_long). true: fetch at the capped delay and
-    #: forward the requested delay as metadata robots.crawl.delay (seed 000).
+    #: forward the requested delay as metadata robots.crawl.delay (StormCrawler's CrawlDelayPolicy).
     fetcher_max_crawl_delay_force: bool = field(metadata={"key": "fetcher.max.crawl.delay.force"})
     #: Items a fetch queue holds; more wait in Kafka (back-pressure), never lost. -1 = unbounded.
     fetcher_max_queue_size: int = field(metadata={"key": "fetcher.max.queue.size"})
@@ -232,7 +232,7 @@ class SettingsFields:
     #: out again (a late copy is skipped as stale). 0 = off: such a hand-out waits
     #: for frontier.inflight.timeout.secs.
     frontier_takeover_grace_secs: float = field(metadata={"key": "frontier.takeover.grace.secs"})
-    #: Forward robots Crawl-delay signals into the hosts table (seed 000).
+    #: Forward robots Crawl-delay signals into the hosts table (StormCrawler's CrawlDelayPolicy).
     frontier_robots_crawl_delay_enabled: bool = field(metadata={"key": "frontier.robots.crawl.delay.enabled"})
     #: Largest robots delay (s) the regulator sets.
     frontier_robots_delay_max_secs: int = field(metadata={"key": "frontier.robots.delay.max.secs"})
@@ -318,8 +318,8 @@ class SettingsFields:
     #: Most occurrences of one query parameter name accepted: with 2,
     #: ?p=1&p=1&p=1 (three times) is trap.repeated_query_param. -1 = unlimited.
     urlfilters_max_query_param_copies: int = field(metadata={"key": "urlfilters.max.query.param.copies"})
-    #: Query parameters dropped by the normalizer (seed 002's tracking and
-    #: session list); a trailing * matches a prefix.
+    #: Query parameters dropped by the normalizer (common tracking and
+    #: session parameters); a trailing * matches a prefix.
     urlfilters_query_remove: tuple[str, ...] = field(metadata={"key": "urlfilters.query.remove"})
     #: Sort the remaining query parameters.
     urlnormalizer_query_sort: bool = field(metadata={"key": "urlnormalizer.query.sort"})
@@ -337,7 +337,7 @@ class SettingsFields:
     #: Metadata keys kept in the URL record across fetches (a trailing * is a
     #: wildcard). parse.* are what the parser recorded: parse.noindex,
     #: parse.nofollow (meta robots / X-Robots-Tag), parse.canonical, parse.title,
-    #: parse.charset. Robots pacing needs "robots.crawl.delay" here (seed 000).
+    #: parse.charset. Robots pacing needs "robots.crawl.delay" here (StormCrawler's CrawlDelayPolicy).
     metadata_persist: tuple[str, ...] = field(metadata={"key": "metadata.persist"})
     #: Metadata keys copied from a page to its outlinks (a trailing * is a wildcard).
     metadata_transfer: tuple[str, ...] = field(metadata={"key": "metadata.transfer"})
@@ -428,7 +428,7 @@ class SettingsFields:
     #: politeness audit violations (this worker's; 0 = no progress line).
     metrics_log_interval_secs: float = field(metadata={"key": "metrics.log.interval.secs"})
 
-    # ---- rendering (headless Chromium, seed 002 6e)
+    # ---- rendering (headless Chromium)
     #: Render JavaScript pages in headless Chromium (scripts/install-browser.sh
     #: installs it). false = never; the worker stops at start if it is true and
     #: no Chromium is found.

@@ -41,12 +41,12 @@ their sources:
 * ``kafka.session.fence.margin.secs`` is below ``kafka.session.timeout.secs``
   minus the heartbeat interval (:mod:`squall.policy.lease`), or the fence
   would close between two healthy heartbeats.
-* Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
-  configuration contract) needs ``partition.url.mode: byHost``,
+* Robots pacing (``frontier.robots.crawl.delay.enabled``, the
+  configuration StormCrawler's CrawlDelayPolicy relies on) needs ``partition.url.mode: byHost``,
   ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
   ``metadata.persist`` and *not* matched by ``metadata.transfer`` (wildcards
   such as ``robots.*`` included: an outlink must never inherit its parent's
-  delay). Seed 000 also asks for ``frontier.max.urls.per.bucket: 1``: with
+  delay). StormCrawler's URLFrontier set-up also asks for ``frontier.max.urls.per.bucket: 1``: with
   URLFrontier a bucket of several URLs reached a fetcher that knew nothing of
   the frontier's delay. In squall the frontier and the fetcher of a host are
   the same worker and both apply the one pace model (:mod:`squall.policy.pace`,
@@ -257,7 +257,7 @@ def _validate_choices(settings: Settings) -> None:
 
 
 def _validate_robots_pacing(settings: Settings) -> None:
-    why = "is required when frontier.robots.crawl.delay.enabled is true (seed 000)"
+    why = "is required when frontier.robots.crawl.delay.enabled is true (StormCrawler's CrawlDelayPolicy)"
     if settings.partition_url_mode != "byHost":
         raise ConfigError("partition.url.mode", f"byHost {why}")
     if not settings.fetcher_max_crawl_delay_force:

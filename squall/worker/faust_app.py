@@ -25,12 +25,15 @@ from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
 from squall.worker.topic_setup import plan_of, prepare_topics
+from squall.worker.versions import check_hooked_versions
 
 
 class SquallWorker(faust.Worker):
     """faust.Worker that prepares what the worker needs before anything starts, each failure one line.
 
-    In order, before the banner: the table directory is chosen and locked
+    In order, before the banner: faust-streaming and aiokafka must be the
+    versions pyproject.toml pins (:mod:`squall.worker.versions`: squall's
+    hooks into their internals were written for them); the table directory is chosen and locked
     (:mod:`squall.worker.datadir`; not at import: ``faust -A topology --datadir
     DIR worker`` imports this module before Faust's command line exports
     ``F_DATADIR``) — a directory in use or not creatable stops the worker; the
@@ -45,6 +48,7 @@ class SquallWorker(faust.Worker):
     """
 
     def __init__(self, app: SquallApp, *args, **kwargs) -> None:
+        check_hooked_versions()  # another faust-streaming or aiokafka: one line naming both versions
         settings = app.squall_settings
         try:
             path, self.datadir_lock = open_datadir(settings.topology_data_dir)

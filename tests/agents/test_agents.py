@@ -166,7 +166,7 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
 
 
 async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:
-    """Trial 9103: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
+    """The broker kill -9 fault trial: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
     now = time.time()
     reported, awaited = "https://example.com/reported", "https://example.com/awaited"
     host = HostRecord(key=HOST).with_handout([reported], now - 3).with_handout([awaited], now - 1)
@@ -208,7 +208,7 @@ async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> 
 async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Trial 9103: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
+    """The broker kill -9 fault trial: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
     import asyncio
 
     from agents import fetcher

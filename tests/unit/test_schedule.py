@@ -1,4 +1,4 @@
-"""Tests of squall.policy.schedule (StormCrawler DefaultScheduler, seed 003): fake clock, one transition function."""
+"""Tests of squall.policy.schedule (StormCrawler DefaultScheduler): fake clock, one transition function."""
 
 from __future__ import annotations
 
