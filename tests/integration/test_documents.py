@@ -181,3 +181,26 @@ def test_a_worker_killed_mid_crawl_leaves_one_indexed_document_per_fetched_page(
     assert run.returncode == 0, run.stderr
     assert f"{len(docs)} documents read" in run.stdout
     assert f"{len(fetched)} pages in the index" in run.stdout  # one per URL, however many copies were sent
+
+
+def test_a_rendered_page_gives_the_document_of_its_dom_with_its_fetched_payload_digest(site, crawl, chromium):
+    from squall.tools.site_spec import spa_host
+
+    served = site(SiteSpec(hosts={HOST: spa_host({"/": ["/first-rendered-link", "/second-rendered-link"],
+                                                  "/first-rendered-link": [], "/second-rendered-link": []})}))
+    c = crawl(**{"documents.enabled": True, "render.enabled": True, "fetcher.server.delay": 0.3})
+    c.start_worker()
+    c.seed([served.url(HOST, "/")])
+    c.wait_idle(timeout_s=240)
+
+    conn = KafkaConnection.from_settings(c.settings)
+    docs = {d.url: d for d in (Document.from_bytes(v) for _, v in asyncio.run(
+        _read_all(conn, topic_name(c.settings, "documents"))))}
+    root = docs[served.url(HOST, "/")]
+    assert root.rendered and root.title == "spa /"
+    # its links exist only in the rendered DOM: the document is the DOM's
+    assert root.outlinks == 2 and "/second-rendered-link" in root.text
+    assert set(docs) == {served.url(HOST, p) for p in ("/", "/first-rendered-link", "/second-rendered-link")}
+    # the digest is the fetched page's, as in its WARC response record (the DOM is in a conversion record)
+    archived = warc_digests(c.warc_files())
+    assert all(archived[u] == [d.payload_digest] for u, d in docs.items())
