@@ -37,7 +37,7 @@ import logging
 import time
 from dataclasses import replace
 
-from agents import parser
+from agents import documents, parser
 from agents.addresses import host_port
 from agents.common import addresses, deadletter, fetch_runtime
 from agents.observe import observe_fetch, observe_result
@@ -244,7 +244,7 @@ async def _fetch_page(
         return fd.report(msg, outcome, None, event_ended.at_s, pace, None, decision), event_ended, pace
     outcome = _classify(rt, msg, result)
     observe_fetch(result)
-    await rt.archive(msg, result)
+    archived_at_s = await rt.archive(msg, result)
     if outcome.parse:  # a JavaScript page is rendered inside this turn: it counts as a fetch of its host
         result = await render_step(msg, result, rt)
     event_ended = fd.ended(
@@ -252,9 +252,9 @@ async def _fetch_page(
     )
     pace = turn.end(event_ended)  # the delay runs from the end of the request (or of its render)
     parsed = await parser.parse_fetched(msg, result, rt.settings.parser_inline_max_bytes) if outcome.parse else None
-    fetched = fd.Fetched(
-        etag=result.header("ETag"), last_modified=result.header("Last-Modified"), truncated=result.truncated
-    )
+    await documents.emit(msg, result, parsed)  # documents.enabled: the page's document (documents topic)
+    etag, modified = result.header("ETag"), result.header("Last-Modified")
+    fetched = fd.Fetched(etag, modified, result.truncated, result.payload_digest, archived_at_s)
     return fd.report(msg, outcome, fetched, result.ended_at_s, pace, parsed, decision), event_ended, pace
 
 

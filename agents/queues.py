@@ -80,6 +80,8 @@ def hand_out(
             etag=r.etag,
             last_modified=r.last_modified,
             chain=r.chain,
+            payload_digest=r.payload_digest,
+            archived_at_s=r.archived_at_s,
         )
         for r in due
     ]

@@ -16,6 +16,8 @@ the same worker: docs/architecture.md invariant 1):
   partition's spout has a due host (the hand-out then runs inside that
   partition's event, which Faust table writes need).
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
+* ``<id>-documents`` Document JSON (:class:`squall.policy.documents.Document`): one per
+  FETCHED HTML page when ``documents.enabled``; read by ``squall index``, never by an agent.
 
 The parse step is an in-process hand-off inside the fetcher (no parse
 topic): a page body never travels through Kafka (pages can exceed the
@@ -100,6 +102,7 @@ fetch_topic = _topic("fetch")
 signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
+documents_topic = _topic("documents")
 
 
 def _table(name: str, help_text: str) -> TableT:
@@ -120,7 +123,8 @@ robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
 audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
 
 TOPIC_NAMES = {
-    t.get_topic_name(): _N for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic)
+    t.get_topic_name(): _N
+    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, documents_topic)
 }
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
@@ -130,6 +134,7 @@ __all__ = [
     "app",
     "audit_table",
     "deadletter_topic",
+    "documents_topic",
     "fetch_topic",
     "hosts_table",
     "robots_table",

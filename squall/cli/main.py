@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "squall.cli.url",  # squall url normalize URL...
     "squall.cli.robots",  # squall robots check --robots FILE --agent NAME URL...
     "squall.cli.sitemap",  # squall sitemap check URL|FILE
+    "squall.cli.index",  # squall index [--until-idle SECS], squall search QUERY
 )
 
 

@@ -254,6 +254,21 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
     truncated: bool = False
+    payload_digest: str | None = None  # squall.net.warc.payload_digest of the body (None: not computed)
+    archived_at_s: float | None = None  # WARC-Date (Unix s) of the full record of this payload (None: not archived)
+
+
+def revisit_of(msg: FetchMessage, payload_digest: str | None) -> float | None:
+    """The WARC-Date (Unix s) of the archived response this fetch repeats, or None to archive it in full.
+
+    A fetch whose payload digest equals the one of the URL's last archived
+    full response (carried by the hand-out) is written as a revisit record
+    of it (WARC 1.1 §6.7.2, identical-payload-digest; Heritrix's duplicate
+    reduction).
+    """
+    if payload_digest is None or msg.archived_at_s is None or msg.payload_digest != payload_digest:
+        return None
+    return msg.archived_at_s
 
 
 def report(
@@ -300,6 +315,8 @@ def report(
         last_modified=fetched.last_modified if fetched else None,
         not_modified=outcome.not_modified,
         truncated=bool(fetched and fetched.truncated),
+        payload_digest=fetched.payload_digest if fetched and outcome.status is Status.FETCHED else None,
+        archived_at_s=fetched.archived_at_s if fetched and outcome.status is Status.FETCHED else None,
         chain=msg.chain,
     )
     out = [settle_status(own)]  # a fetched sitemap that cannot be read ends ERROR with its reason

@@ -188,7 +188,11 @@ class StatusMessage:
     (Unix time, seconds), ``seed`` (true for seeds: their host is in scope),
     ``retry_after_s`` (Unix time before which the URL must not be fetched
     again), ``etag`` / ``last_modified`` (validators for revisits),
-    ``priority`` (higher first), ``not_modified`` (a 304 answer).
+    ``priority`` (higher first), ``not_modified`` (a 304 answer),
+    ``payload_digest`` (of a fetched body, ``sha1:<base32>``: the adaptive
+    schedule compares it with the record's), ``archived_at_s`` (the WARC-Date,
+    Unix s, of the full response record holding that payload: this fetch's, or
+    the earlier one a revisit record refers to; None: not archived).
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
     (``partition.url.mode: byIP``; never in a batch); absent otherwise.
@@ -233,6 +237,8 @@ class StatusMessage:
     priority: int | None = None
     not_modified: bool = False
     truncated: bool = False
+    payload_digest: str | None = None
+    archived_at_s: float | None = None
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
@@ -298,6 +304,8 @@ class StatusMessage:
             ("priority", int),
             ("not_modified", bool),
             ("truncated", bool),
+            ("payload_digest", str),
+            ("archived_at_s", (int, float)),
             ("chain", list),
             ("moved", dict),
         ):
@@ -371,7 +379,10 @@ class FetchMessage:
 
     ``handed_out_at_s`` is the spout's clock (Unix seconds); ``attempt`` counts
     fetches of this URL so far (0 for the first); ``etag``/``last_modified``
-    are sent as If-None-Match / If-Modified-Since on a revisit.
+    are sent as If-None-Match / If-Modified-Since on a revisit;
+    ``payload_digest`` / ``archived_at_s``: the digest of the URL's last
+    archived full response and that record's WARC-Date (Unix s), so an
+    unchanged payload is archived as a revisit of it (``warc.revisits``).
     """
 
     url: str
@@ -383,6 +394,8 @@ class FetchMessage:
     etag: str | None = None
     last_modified: str | None = None
     chain: list[str] = field(default_factory=list)
+    payload_digest: str | None = None
+    archived_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
@@ -401,6 +414,8 @@ class FetchMessage:
                 etag=obj.get("etag"),
                 last_modified=obj.get("last_modified"),
                 chain=_str_list(obj.get("chain", []), "chain"),
+                payload_digest=None if obj.get("payload_digest") is None else str(obj["payload_digest"]),
+                archived_at_s=None if obj.get("archived_at_s") is None else float(obj["archived_at_s"]),
             )
             # a non-finite time (NaN, inf) would poison the due index and the pace model
             _finite(msg.handed_out_at_s, "handed_out_at_s")

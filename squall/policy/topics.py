@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter")
+TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter", "documents")
 TABLES = ("urls", "hosts", "robots", "audit")
 AGENT_TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks")  # the topics the agents consume
 

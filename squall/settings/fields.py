@@ -266,6 +266,27 @@ class SettingsFields:
     #: Consecutive rate-limited answers (429/503) of one URL before it becomes
     #: ERROR http.rate_limited.too_many. -1 = retry for ever.
     max_rate_limits: int = field(metadata={"key": "max.rate.limits"})
+    #: Adaptive revisits (StormCrawler's AdaptiveScheduler): a FETCHED page whose
+    #: payload digest is the same as at its last fetch, or that was answered 304
+    #: Not Modified, is revisited after its last interval x (1 + rate.incr), at
+    #: most fetchInterval.max; a changed one after (1 - rate.decr) x its last
+    #: interval + rate.decr x fetchInterval.min. The first fetch uses
+    #: fetchInterval.default (or the sitemap changefreq). The interval and why
+    #: (fetch_interval_s, interval_reason) are kept in the URL record. false =
+    #: every FETCHED page after fetchInterval.default (or its changefreq).
+    scheduler_adaptive_enabled: bool = field(metadata={"key": "scheduler.adaptive.enabled"})
+    #: Shortest adaptive revisit interval, MINUTES (> 0).
+    scheduler_adaptive_fetch_interval_min: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.min"})
+    #: Longest adaptive revisit interval, MINUTES (>= fetchInterval.min).
+    scheduler_adaptive_fetch_interval_max: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.max"})
+    #: Growth rate of the interval of an unchanged page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_incr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.incr"}
+    )
+    #: Shrink rate of the interval of a changed page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_decr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.decr"}
+    )
 
     # ---- URL filters and normalization
     #: Schemes crawled.
@@ -349,10 +370,42 @@ class SettingsFields:
     warc_dir: str = field(metadata={"key": "warc.dir"})
     #: Rotate a WARC file when it passes this many bytes.
     warc_max_size: int = field(metadata={"key": "warc.max.size"})
+    #: A fetch whose payload digest equals the one of the URL's last archived full
+    #: response is written as a WARC revisit record (WARC 1.1, profile
+    #: identical-payload-digest: status line and headers, no second copy of the
+    #: body; WARC-Refers-To-Target-URI / -Date name the full record). false =
+    #: every fetch archived in full.
+    warc_revisits: bool = field(metadata={"key": "warc.revisits"})
     #: A fetch whose body is at most this many bytes is archived on the worker's
     #: event loop (cheaper than a thread hand-off); a larger one in a thread, so
     #: the loop never stalls. 0 = every record in a thread.
     warc_inline_max_bytes: int = field(metadata={"key": "warc.inline.max.bytes"})
+
+    # ---- documents (StormCrawler IndexerBolt)
+    #: One JSON document per FETCHED HTML page (rendered pages included) on the
+    #: topic <topology.id>-documents, keyed by the URL's partition key: clean main
+    #: text (Resiliparse), language, description, canonical, payload digest (the
+    #: WARC-Payload-Digest of its response record), a simhash fingerprint and the
+    #: metadata indexer.md.mapping names. A page whose meta robots or X-Robots-Tag
+    #: says noindex gives none. false = no document, and the text extraction
+    #: library is never imported.
+    documents_enabled: bool = field(metadata={"key": "documents.enabled"})
+    #: Characters of main text kept in a document (a longer text is cut and
+    #: marked text_truncated). -1 = no limit (a document must still fit the
+    #: broker's message size, 1 MB by default).
+    indexer_text_maxlength: int = field(metadata={"key": "indexer.text.maxlength"})
+    #: Metadata copied into a document's "metadata" object, one "key=field" entry
+    #: each (StormCrawler's form): the URL's metadata key, then the document field
+    #: it becomes; an entry without "=" keeps its name. Values are lists of
+    #: strings. E.g. ["parse.title=page_title", "crawl"].
+    indexer_md_mapping: tuple[str, ...] = field(metadata={"key": "indexer.md.mapping"})
+    #: Directory of the local full-text index built by `squall index` (tantivy),
+    #: relative to the working directory; parents are created.
+    index_dir: str = field(metadata={"key": "index.dir"})
+    #: `squall index` commits the index, then the consumer group's offsets, at
+    #: least this often (s) while documents arrive: a stop or crash repeats at
+    #: most this much work (re-indexed documents replace themselves, by URL).
+    index_commit_interval_secs: float = field(metadata={"key": "index.commit.interval.secs"})
 
     # ---- observability
     #: Politeness audit: a start-to-start gap may fall short of the delay in force

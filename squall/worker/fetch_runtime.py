@@ -405,10 +405,13 @@ class FetcherRuntime:
                 self.takeover_fetches,
             )
 
-    async def archive(self, msg: FetchMessage, result: FetchResult) -> None:
-        """Write the request and response records of one fetch to the WARC file (if archiving)."""
-        if self.warc is not None:
-            await archive_fetch(self.warc, msg.url, result, self.settings.warc_inline_max_bytes)
+    async def archive(self, msg: FetchMessage, result: FetchResult) -> float | None:
+        """Write one fetch to the WARC file: :func:`squall.worker.fetch_archive.archive_fetch` (None: not archiving)."""
+        if self.warc is None:
+            return None
+        return await archive_fetch(
+            self.warc, msg, result, self.settings.warc_inline_max_bytes, self.settings.warc_revisits
+        )
 
     async def token(self, key: str) -> None:
         """Wait for a token of the queue's bucket (``fetcher.server.rate``; 0 = off)."""
