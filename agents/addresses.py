@@ -1,4 +1,4 @@
-"""The byIP mode's resolver for the agents: one cache per worker, one lookup per host at a time.
+"""The byIP mode's resolver for the agents (a helper): one cache per worker, one lookup per host at a time.
 
 The decisions (key choice, TTL, move or fail) are :mod:`squall.policy.address_key`'s;
 this module only does the DNS I/O, through the fetcher's SSRF-safe resolver
@@ -7,8 +7,9 @@ judging). The status updater and the fetcher of a worker share it: the
 worker that owns a queue's partition in both topics resolves once for both.
 
 Lookups run in their own tasks, never under the fetch queues' turn nor in
-the status updater's loop (seed 004: DNS is never done while the queue is
-held); concurrent askers of one ``host:port`` share one lookup.
+the status updater's loop (DNS is never done while the queue is held: a
+slow answer must not delay the host's other URLs); concurrent askers of one
+``host:port`` share one lookup. The worker's one service is :func:`agents.common.addresses`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from squall.errors import BlockedAddress, FetchError
-from squall.net.http import HttpConfig, HttpFetcher
 from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.records import Reason
 from squall.policy.urls import host_of
-from topology import settings
 
 log = logging.getLogger("squall.addresses")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -36,15 +35,25 @@ def host_port(url: str) -> tuple[str, int]:
         InvalidURL: the URL has no host.
     """
     parts = urlsplit(url)
-    return host_of(url).rstrip("."), parts.port or DEFAULT_PORTS.get(parts.scheme, 80)
+    return host_of(url).rstrip("."), parts.port or (443 if parts.scheme == "https" else 80)
+
+
+class Resolver(Protocol):
+    """What looks a host up: :meth:`squall.net.http.HttpFetcher.resolve` (judged addresses; raises FetchError)."""
+
+    async def resolve(self, host: str, port: int) -> list[str]: ...
 
 
 class AddressService:
-    """Cached resolutions of the hosts this worker keys (one per event loop)."""
+    """Cached resolutions of the hosts this worker keys (one per event loop).
 
-    def __init__(self, config: AddressConfig, http: HttpFetcher) -> None:
+    ``resolver``: the fetcher's SSRF-safe resolver (an :class:`squall.net.http.HttpFetcher`;
+    only its resolver is used, no session is opened).
+    """
+
+    def __init__(self, config: AddressConfig, resolver: Resolver) -> None:
         self.cache = AddressCache(config)
-        self._http = http  # only its resolver is used: no session is opened
+        self.resolver = resolver
         self._running: dict[tuple[str, int], asyncio.Future[Resolution]] = {}
 
     def known(self, host: str, port: int) -> Resolution | None:
@@ -80,7 +89,7 @@ class AddressService:
 
     async def _lookup(self, host: str, port: int) -> Resolution:
         try:
-            resolution = Resolution.resolved(await self._http.resolve(host, port), time.time())
+            resolution = Resolution.resolved(await self.resolver.resolve(host, port), time.time())
         except BlockedAddress:
             resolution = Resolution.failed(Reason.FETCH_BLOCKED_ADDRESS, time.time())
         except FetchError as exc:
@@ -94,6 +103,3 @@ class AddressService:
             log.info("squall: %s:%d moved from %s to %s", host, port, held.address, resolution.address)
         self.cache.put(host, port, resolution)
         return resolution
-
-
-addresses = AddressService(AddressConfig.from_settings(settings), HttpFetcher(HttpConfig.from_settings(settings)))

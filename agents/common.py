@@ -1,26 +1,139 @@
-"""Small helpers the agents share: host records, the canonicalizer memo and the dead-letter topic."""
+"""Small helpers the agents share (a helper, no agent).
+
+Host records, the canonicalizer memo, the agents' configuration objects
+(:func:`config`), the fetch runtime (:func:`fetch_runtime`) and the dead-letter topic.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from typing import Any
 
+from agents.addresses import AddressService
+from squall.net.http import HttpConfig, HttpFetcher
+from squall.policy import fetch_decision as fd
+from squall.policy.address_key import AddressConfig
 from squall.policy.frontier import HostRecord
+from squall.policy.handout import HandoutConfig
+from squall.policy.netsafety import NetworkPolicy
+from squall.policy.pace import PaceConfig
+from squall.policy.render_policy import RenderConfig
+from squall.policy.robots_rules import product_token
+from squall.policy.schedule import ScheduleConfig
+from squall.policy.scope import LinkJudge, ScopeConfig
+from squall.policy.sitemaps import SitemapConfig
 from squall.policy.urls import CanonicalCache, NormalizerConfig
-from topology import deadletter_topic, hosts_table, settings
+from squall.settings import Settings
+from squall.worker.fetch_runtime import FetcherRuntime
+from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
 # one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
 CANONICAL = CanonicalCache(NormalizerConfig.from_settings(settings))
 
 
+@dataclass(frozen=True)
+class AgentConfig:
+    """The configuration objects the agents use, built from the settings once, when the worker first needs them.
+
+    The one home of the partition mode for the agents: ``mode`` is
+    ``partition.url.mode``, ``by_ip`` whether it is ``byIP``, ``partitions``
+    is ``topology.partitions``; ``parse_mode`` is the mode the parse step
+    batches outlinks by (byIP keys need a DNS answer the parse step does not
+    have: its batches group by host name). Plain values are read from the
+    settings where they are used; a test hands in another config by setting
+    ``app.squall_agent_config``.
+    """
+
+    mode: str
+    by_ip: bool
+    partitions: int
+    parse_mode: str
+    normalizer: NormalizerConfig
+    scope: ScopeConfig
+    judge: LinkJudge
+    schedule: ScheduleConfig
+    pace: PaceConfig
+    handout: HandoutConfig
+    sitemap: SitemapConfig
+    render: RenderConfig
+    network: NetworkPolicy
+    agent_token: str  # the robots.txt product token of http.agent.name
+    mimetypes: tuple[str, ...]  # parser.mimetypes
+    transfer: tuple[str, ...]  # metadata.transfer
+    persist: tuple[str, ...]  # metadata.persist
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> AgentConfig:
+        scope = ScopeConfig.from_settings(s)
+        mode = s.partition_url_mode
+        return cls(
+            mode=mode,
+            by_ip=mode == "byIP",
+            partitions=s.topology_partitions,
+            parse_mode="byHost" if mode == "byIP" else mode,
+            normalizer=NormalizerConfig.from_settings(s),
+            scope=scope,
+            judge=LinkJudge(scope),
+            schedule=ScheduleConfig.from_settings(s),
+            pace=PaceConfig.from_settings(s),
+            handout=HandoutConfig.from_settings(s),
+            sitemap=SitemapConfig.from_settings(s),
+            render=RenderConfig.from_settings(s),
+            network=NetworkPolicy.from_settings(s),
+            agent_token=product_token(s.http_agent_name),
+            mimetypes=tuple(s.parser_mimetypes),
+            transfer=tuple(s.metadata_transfer),
+            persist=tuple(s.metadata_persist),
+        )
+
+
+def config() -> AgentConfig:
+    """The worker's :class:`AgentConfig`, built on first use and held by the app (``app.squall_agent_config``)."""
+    held = app.squall_agent_config
+    if held is None:
+        held = app.squall_agent_config = AgentConfig.from_settings(settings)
+    return held
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables the agents read and write: ``urls`` (URL bytes → UrlRecord dict), ``hosts`` (key bytes → HostRecord dict).
+
+    The worker's are :mod:`topology`'s; a test hands in its own by setting ``app.squall_tables``.
+    """
+
+    urls: MutableMapping[bytes, Any]
+    hosts: MutableMapping[bytes, Any]
+
+
+def tables() -> Tables:
+    """The agents' :class:`Tables`, held by the app (``app.squall_tables``; the topology's by default)."""
+    held = app.squall_tables
+    if held is None:
+        held = app.squall_tables = Tables(urls=urls_table, hosts=hosts_table)
+    return held
+
+
+def addresses() -> AddressService:
+    """The worker's byIP resolutions (:class:`agents.addresses.AddressService`), held by the app (``app.squall_addresses``)."""
+    held = app.squall_addresses
+    if held is None:
+        resolver = HttpFetcher(HttpConfig.from_settings(settings))  # its resolver only: no session is opened
+        held = app.squall_addresses = AddressService(AddressConfig.from_settings(settings), resolver)
+    return held
+
+
 def load_host(key: str) -> HostRecord:
-    raw = hosts_table.get(key.encode())
+    raw = tables().hosts.get(key.encode())
     return HostRecord(key=key) if raw is None else HostRecord.from_dict(raw)
 
 
 def save_host(host: HostRecord) -> None:
-    hosts_table[host.key.encode()] = host.to_dict()
+    tables().hosts[host.key.encode()] = host.to_dict()
 
 
 async def deadletter(value: bytes | None, exc: Exception) -> None:
@@ -32,3 +145,34 @@ async def deadletter(value: bytes | None, exc: Exception) -> None:
         "value": (value or b"").decode("utf-8", errors="replace")[:10000],
     }
     await deadletter_topic.send(key=b"deadletter", value=json.dumps(body).encode())
+
+
+def fetch_runtime() -> FetcherRuntime:
+    """The worker's one :class:`squall.worker.fetch_runtime.FetcherRuntime`, created when its fetcher agent starts.
+
+    Held by the app (``app.squall_fetch_runtime``), not by a module: the
+    fetcher, the spout, the queue regulator and the progress line all get
+    this same object; a test hands in its own by setting that attribute.
+    """
+    runtime = app.squall_fetch_runtime
+    if runtime is None:
+        runtime = app.squall_fetch_runtime = new_fetch_runtime()
+    return runtime
+
+
+def new_fetch_runtime() -> FetcherRuntime:
+    """A fresh fetch runtime wired to this worker's tables, audit, metrics and membership lease."""
+    from agents.observe import audit_request, metrics  # the audit and metrics of this worker
+    from agents.robots import RobotsService
+    from agents.worker_state import state
+
+    robots = fd.FetchConfig.from_settings(settings).robots
+    return FetcherRuntime(
+        settings,
+        ownership=state,
+        load_host=load_host,
+        audit=audit_request,
+        fenced_seconds=metrics.fenced_seconds.inc,
+        lease=lambda: getattr(app.consumer, "lease", None),
+        robots=lambda audit: RobotsService(robots, settings.http_robots_cache_lru_size, before_request=audit),
+    )

@@ -19,17 +19,17 @@ from __future__ import annotations
 import logging
 import time
 
-from agents.common import deadletter, load_host, save_host
-from agents.fetcher import runtime as fetcher
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, PARTITIONS, owned_partitions, state
+from agents.common import config, deadletter, fetch_runtime, load_host, save_host, tables
+from agents.worker_state import owned_partitions, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy.control import Command, CrawlControl, Op, apply_to_crawl, apply_to_host, crawl_key
 from squall.policy.frontier import DueIndex
+from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key, partition_key
-from topology import app, control_table, control_topic, settings, urls_table
+from squall.worker import fetch_control
+from topology import app, control_table, control_topic
 
 log = logging.getLogger("squall.control")
-MODE: str = settings.partition_url_mode
 
 
 @app.agent(control_topic)
@@ -51,12 +51,12 @@ def apply(cmd: Command, partition: int, now_s: float) -> None:
     if cmd.op.crawl_wide:
         crawl = apply_to_crawl(load_crawl(partition), cmd)
         control_table[crawl_key(partition).encode()] = crawl.to_dict()
-        fetcher.set_crawl(partition, crawl, now_s)
+        fetch_control.set_crawl(fetch_runtime(), partition, crawl, now_s)
         log.warning("squall: operator command %s by %s applied (partition %d)", cmd.op.value, cmd.by, partition)
         return
     assert cmd.host is not None  # from_bytes checks it
-    key = partition_key(f"http://{cmd.host}/", MODE)
-    owner = partition_for_key(key, PARTITIONS)
+    key = partition_key(f"http://{cmd.host}/", config().mode)
+    owner = partition_for_key(key, config().partitions)
     if owner != partition:
         raise MessageError(f"{cmd.op.value} of {cmd.host} (key {key}) sent to partition {partition}, not {owner}")
     host = apply_to_host(load_host(key), cmd)
@@ -64,9 +64,9 @@ def apply(cmd: Command, partition: int, now_s: float) -> None:
     index = state.index_for_key(key)
     if cmd.op is Op.HOST_DELETE:
         _drop_urls(key, index)
-    fetcher.steer(key, host, now_s)
+    fetch_control.steer(fetch_runtime(), key, host, now_s)
     if index is not None:
-        index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
+        index.set_host_ready(key, eligible_at_s(host, now_s, config().handout))
     log.warning("squall: operator command %s %s %s by %s applied", cmd.op.value, key, cmd.args(), cmd.by)
 
 
@@ -77,6 +77,7 @@ def _drop_urls(key: str, index: DueIndex | None) -> None:
     record no longer has them in flight); a fetch already started finishes
     and its result is recorded. O(URLs stored on this worker), once per command.
     """
+    urls_table = tables().urls
     urls = [url for url, value in urls_table.items() if isinstance(value, dict) and value.get("key") == key]
     for url in urls:
         del urls_table[url]
@@ -94,5 +95,6 @@ def load_crawl(partition: int) -> CrawlControl:
 async def _read_crawl_state(sender, **kwargs) -> None:
     """The owned partitions' pause and default delay, from the recovered control table, into the fetcher."""
     now_s = time.time()
+    runtime = fetch_runtime()
     for partition in owned_partitions():
-        fetcher.set_crawl(partition, load_crawl(partition), now_s)
+        fetch_control.set_crawl(runtime, partition, load_crawl(partition), now_s)

@@ -12,25 +12,19 @@ only counted in it, never sent one by one. Why there is no parse topic: see
 
 from __future__ import annotations
 
-from agents.common import CANONICAL
+import asyncio
+
+from agents.common import CANONICAL, config
 from agents.sitemaps import parse_sitemap
 from squall.net.http import FetchResult
 from squall.policy import metadata as md
 from squall.policy.parse import is_parseable, parse_html
-from squall.policy.records import StatusMessage
-from squall.policy.robots_rules import product_token
-from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks
-from squall.policy.sitemaps import is_marked, settle_status
+from squall.policy.records import FetchMessage, StatusMessage
+from squall.policy.scope import batch_outlinks
+from squall.policy.sitemaps import is_marked
 from topology import settings
 
-JUDGE = LinkJudge(ScopeConfig.from_settings(settings))
 # byIP keys need a DNS answer the parse step does not have: its batches then group by host name
-MODE = "byHost" if settings.partition_url_mode == "byIP" else settings.partition_url_mode
-PARTITIONS = settings.topology_partitions
-MIMETYPES = tuple(settings.parser_mimetypes)
-TRANSFER = tuple(settings.metadata_transfer)
-AGENT_TOKEN = product_token(settings.http_agent_name)
-TITLE_MAX_CHARS: int = settings.parser_title_max_chars
 
 
 def parse(
@@ -49,9 +43,27 @@ def parse(
     """
     if is_marked(metadata):
         return parse_sitemap(result, depth=depth, metadata=metadata)
-    if not is_parseable(result.content_type, MIMETYPES):
+    if not is_parseable(result.content_type, config().mimetypes):
         return {}, []
-    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
+    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=config().agent_token)
+    recorded = _recorded(parsed, result)
+    if parsed.nofollow:
+        return recorded, []
+    inherited = md.for_outlink(metadata, config().transfer)
+    return recorded, batch_outlinks(
+        parsed.outlinks,
+        page_url=result.url,
+        depth=depth + 1,
+        metadata=inherited,
+        canonical=CANONICAL,
+        mode=config().parse_mode,
+        partitions=config().partitions,
+        judge=config().judge,
+    )
+
+
+def _recorded(parsed, result: FetchResult) -> dict[str, list[str]]:
+    """The ``parse.*`` metadata of a parsed page (and ``parse.render*`` of a rendered one)."""
     recorded = {"parse.charset": [parsed.charset]}
     if result.render is not None:
         recorded.update(result.render.metadata())
@@ -62,22 +74,19 @@ def parse(
     if parsed.canonical:
         recorded["parse.canonical"] = [parsed.canonical]
     if parsed.title:
-        recorded["parse.title"] = [parsed.title[:TITLE_MAX_CHARS]]
-    if parsed.nofollow:
-        return recorded, []
-    inherited = md.for_outlink(metadata, TRANSFER)
-    return recorded, batch_outlinks(
-        parsed.outlinks,
-        page_url=result.url,
-        depth=depth + 1,
-        metadata=inherited,
-        canonical=CANONICAL,
-        mode=MODE,
-        partitions=PARTITIONS,
-        judge=JUDGE,
-    )
+        recorded["parse.title"] = [parsed.title[: settings.parser_title_max_chars]]
+    return recorded
 
 
-def settle(status: StatusMessage) -> StatusMessage:
-    """The page's own status after its parse: a broken sitemap ends ERROR with its reason (``sitemap.*``)."""
-    return settle_status(status)
+async def parse_fetched(
+    msg: FetchMessage, result: FetchResult, inline_max_bytes: int
+) -> tuple[dict[str, list[str]], list[StatusMessage]]:
+    """:func:`parse` of a hand-out's page: on the loop up to ``inline_max_bytes`` (``parser.inline.max.bytes``).
+
+    A larger page, and any sitemap, is parsed in a thread: a 50 000-entry
+    sitemap or a large page takes seconds to read, off the event loop; a
+    small page costs less than the hand-off to a thread.
+    """
+    if len(result.body) <= inline_max_bytes and not is_marked(msg.metadata):
+        return parse(result, depth=msg.depth, metadata=msg.metadata)
+    return await asyncio.to_thread(parse, result, depth=msg.depth, metadata=msg.metadata)

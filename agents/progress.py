@@ -2,7 +2,7 @@
 
 Built from what the worker counts anyway — the metrics of :mod:`agents.observe`
 (pages FETCHED, the last minute's rate, audit violations), the size of its
-due indexes (:mod:`agents.runtime`) and the hand-outs at its fetcher — so it
+due indexes (:mod:`agents.worker_state`) and the hand-outs at its fetcher — so it
 costs nothing per page and no table scan.
 """
 
@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 import time
 
-from agents import fetcher
+from agents.common import fetch_runtime
 from agents.observe import metrics, pages
-from agents.runtime import state
+from agents.worker_state import state
 from squall.worker.metrics import counter_total, progress_line
 from topology import app, settings
 
 log = logging.getLogger("squall.progress")
-INTERVAL_S: float = settings.metrics_log_interval_secs
 
 
 def current_line(now_s: float) -> str:
@@ -27,13 +26,13 @@ def current_line(now_s: float) -> str:
         pages=int(counter_total(metrics.fetch_results, status="FETCHED")),
         pages_per_s=pages.rate(now_s),
         due=sum(len(index) for index in state.indexes.values()),
-        in_flight=len(fetcher.runtime.active),
+        in_flight=len(fetch_runtime().active),
         violations=int(counter_total(metrics.audit_violations)),
     )
 
 
-if INTERVAL_S > 0:
+if settings.metrics_log_interval_secs > 0:
 
-    @app.timer(INTERVAL_S)
+    @app.timer(settings.metrics_log_interval_secs)
     async def log_progress() -> None:
         log.info("%s", current_line(time.time()))

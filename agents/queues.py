@@ -11,7 +11,7 @@
   QueueRegulatorBolt: the same pace model as the fetcher's gate, through
   :func:`squall.policy.host_pacing.apply_signal`) and tells the fetcher when
   the durable record is stricter than its own pace
-  (:meth:`agents.fetcher.FetcherRuntime.learn`).
+  (:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`).
 
 Both must run inside an event of the host's partition (Faust writes a
 table's changelog to the partition of the current event).
@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import logging
 
-from agents import fetcher
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.common import config, fetch_runtime, tables
+from agents.worker_state import state
 from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.handout import choose, eligible_at_s, next_soon
 from squall.policy.host_pacing import apply_signal
-from squall.policy.pace import PaceConfig
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
-from topology import app, settings, urls_table
+from topology import app, settings
 
 log = logging.getLogger("squall.spout")
-PACE = PaceConfig.from_settings(settings)
-REMEMBERED: int = settings.frontier_signals_remembered
-PER_BUCKET: int = settings.frontier_max_urls_per_bucket
 
 
 def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
@@ -43,9 +40,11 @@ def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
         ValueError, TypeError, KeyError: the stored record has another shape
         (a record of an older layout): the caller dead-letters the message.
     """
-    updated = apply_signal(host, signal, fetcher.runtime.pace_config(host.key), REMEMBERED)
+    updated = apply_signal(
+        host, signal, fetch_runtime().operator.pace_config(host.key), settings.frontier_signals_remembered
+    )
     if updated is not host:
-        fetcher.runtime.learn(signal, updated)
+        fetch_runtime().learn(signal, updated)
     return updated
 
 
@@ -61,16 +60,14 @@ def hand_out(
     ``now_s``; the caller saves it when it changed) and the fetch messages to send.
     """
     records = [(r, r.next_fetch_at_s) for r in map(_record, urls) if r is not None and r.next_fetch_at_s is not None]
-    places = host.places(AHEAD, LEAD_S) - len(host.live_in_flight(INFLIGHT_TIMEOUT_S, now_s))
-    eligible_at = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
-    by_s = now_s if eligible_by_s is None else eligible_by_s
-    due = [r for r, at_s in records if at_s <= now_s][: max(0, places)] if eligible_at <= by_s else []
+    handout = config().handout
+    due = choose(host, records, now_s, now_s if eligible_by_s is None else eligible_by_s, handout)
     for r, at_s in records:
         if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
             index.push(key, r.url, at_s, r.priority)
     if due:
         host = host.with_handout([r.url for r in due], now_s)
-    index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
+    index.set_host_ready(key, eligible_at_s(host, now_s, handout))
     for r in due:
         if r.attempts:
             log.info("squall: handing out %s again (status %s, attempt %d)", r.url, r.status.value, r.attempts + 1)
@@ -85,6 +82,8 @@ def hand_out(
             etag=r.etag,
             last_modified=r.last_modified,
             chain=r.chain,
+            payload_digest=r.payload_digest,
+            archived_at_s=r.archived_at_s,
         )
         for r in due
     ]
@@ -106,17 +105,17 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     index = state.index_for_key(key)
     if index is None:
         return host, []
-    horizon_s = now_s + host.delay_s
-    eligible_at_s = host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S)
+    handout = config().handout
+    soon = next_soon(host, now_s, handout)
     # a stopping worker hands nothing out: its fetcher hands back what waits there (the spout's timer stops too)
-    go = eligible_at_s <= horizon_s and not app.should_stop and not fetcher.runtime.paused(key)  # crawl.pause
-    urls = index.take(key, now_s, PER_BUCKET) if go else []
+    go = soon and not app.should_stop and not fetch_runtime().operator.paused(key)  # crawl.pause: nothing new starts
+    urls = index.take(key, now_s, handout.per_bucket) if go else []
     if not urls:
-        index.set_host_ready(key, eligible_at_s)
+        index.set_host_ready(key, eligible_at_s(host, now_s, handout))
         return host, []
-    return hand_out(index, key, host, urls, now_s, eligible_by_s=horizon_s)
+    return hand_out(index, key, host, urls, now_s, eligible_by_s=now_s + host.delay_s)
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)

@@ -7,21 +7,23 @@ alone: hand-outs that ended with no result of their URL, and any other
 producer's.
 
 The worker that owns a host's partition is the only one that applies its
-signals, so there is no RPC to lose (seed 000's #146/#147 cannot happen).
+signals: there is no call to a separate frontier service to lose, only a
+Kafka message that its owner reads (and reads again after a crash).
 It applies the same pace model as the fetcher's gate
 (:mod:`squall.policy.pace`, through :func:`squall.policy.host_pacing.apply_signal`) to the
 durable record; re-delivery is made harmless there. A record that changed
 makes the fetcher's pace of the queue stricter where it asks for more
-(:meth:`agents.fetcher.FetcherRuntime.learn`: an earlier owner's last
+(:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`: an earlier owner's last
 request may be answered after this worker took the queue over).
 """
 
 from __future__ import annotations
 
-from agents.common import deadletter, load_host, save_host
+from agents.common import config, deadletter, load_host, save_host
 from agents.queues import regulate
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, state
+from agents.worker_state import state
 from squall.errors import MessageError
+from squall.policy.handout import eligible_at_s
 from squall.policy.records import SignalMessage
 from topology import app, signals_topic
 
@@ -44,4 +46,7 @@ async def regulator(stream):
             save_host(updated)
         index = state.index_for_key(signal.key)
         if index is not None:
-            index.set_host_ready(signal.key, updated.eligible_at_s(INFLIGHT_TIMEOUT_S, signal.at_s, AHEAD, LEAD_S))
+            index.set_host_ready(
+                signal.key,
+                eligible_at_s(updated, signal.at_s, config().handout),
+            )

@@ -1,4 +1,4 @@
-"""Render step of the fetcher (issue 12, seed 002 refinement 6e): JS-only pages through headless Chromium.
+"""Render step of the fetcher: pages that need JavaScript, through headless Chromium.
 
 Called once per fetched page inside the fetch turn of its host, after the raw
 fetch and its WARC records and before the turn ends, so the host's next fetch
@@ -31,38 +31,31 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agents.common import config
 from squall.errors import BrowserMissing
 from squall.net.browser import find_chromium
 from squall.net.http import FetchResult
 from squall.net.render import BrowserPool
-from squall.policy.netsafety import NetworkPolicy
 from squall.policy.parse import is_parseable, parse_html
 from squall.policy.records import FetchMessage
 from squall.policy.render_policy import (
-    RenderConfig,
     RobotsAnswer,
     SubRequest,
     judge_request,
+    robots_answer,
     shell_signals,
     should_render,
 )
-from squall.policy.robots_rules import product_token
 from squall.policy.urls import host_of, origin_of
 from topology import settings
 
 log = logging.getLogger("squall.net.render")
-CONFIG = RenderConfig.from_settings(settings)
-MODE = settings.partition_url_mode
-NETWORK = NetworkPolicy.from_settings(settings)
-MIMETYPES = tuple(settings.parser_mimetypes)
-AGENT_TOKEN = product_token(settings.http_agent_name)
-CONTENT_LIMIT: int = settings.http_content_limit
 RENDERED_TYPE = "text/html; charset=utf-8"
 
 CHROMIUM: Path | None = None
-if CONFIG.enabled:
+if config().render.enabled:
     try:
-        CHROMIUM = find_chromium(CONFIG.browser_path)
+        CHROMIUM = find_chromium(config().render.browser_path)
     except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
         raise SystemExit(
             f"squall: configuration error: render.browser.path: render.enabled is true but {exc}"
@@ -77,7 +70,7 @@ def pool() -> BrowserPool:
     if _pool is None:
         if CHROMIUM is None:  # render.enabled is false: the render step never asks for a pool
             raise RuntimeError("the browser pool needs render.enabled: true")
-        _pool = BrowserPool(CONFIG, CHROMIUM, user_agent=settings.user_agent)
+        _pool = BrowserPool(config().render, CHROMIUM, user_agent=settings.user_agent)
     return _pool
 
 
@@ -92,14 +85,18 @@ async def close_pool() -> None:
 async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> FetchResult:
     """Render the page of ``result`` when it needs a browser (see the module docstring); never raises.
 
-    ``runtime``: the fetcher's :class:`agents.fetcher.FetcherRuntime` (its
+    ``runtime``: the fetcher's :class:`squall.worker.fetch_runtime.FetcherRuntime` (its
     ``http``, ``robots`` and ``warc``).
     """
-    if not CONFIG.enabled or not 200 <= result.status < 300 or not is_parseable(result.content_type, MIMETYPES):
+    if (
+        not config().render.enabled
+        or not 200 <= result.status < 300
+        or not is_parseable(result.content_type, config().mimetypes)
+    ):
         return result
     try:
-        parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=AGENT_TOKEN)
-        decision = should_render(CONFIG, host_of(msg.url), shell_signals(result.body, parsed))
+        parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=config().agent_token)
+        decision = should_render(config().render, host_of(msg.url), shell_signals(result.body, parsed))
         if not decision.render:
             return result
         return await _render(msg, result, runtime, decision.why)
@@ -110,15 +107,13 @@ async def render_step(msg: FetchMessage, result: FetchResult, runtime: Any) -> F
 
 async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str) -> FetchResult:
     def robots(url: str) -> RobotsAnswer:
-        known = runtime.robots.cached(origin_of(url))
-        if known is None or not known[0].is_fresh(time.time()) or known[0].blocks_origin:
-            # unknown, stale or unreachable robots.txt: refused, never fetched outside the host's pace
-            return RobotsAnswer.UNAVAILABLE if known is not None and known[0].blocks_origin else RobotsAnswer.UNKNOWN
-        return RobotsAnswer.ALLOWED if known[1].allowed(url) else RobotsAnswer.DENIED
+        return robots_answer(runtime.robots.cached(origin_of(url)), url, time.time())
+
+    cfg = config()
 
     def judge(request: SubRequest, sent: int):
         return judge_request(
-            request, page_url=msg.url, config=CONFIG, mode=MODE, network=NETWORK, robots=robots, sent=sent
+            request, page_url=msg.url, config=cfg.render, mode=cfg.mode, network=cfg.network, robots=robots, sent=sent
         )
 
     outcome = await pool().render(
@@ -138,8 +133,8 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
     if outcome.html is None:
         return replace(result, render=outcome, ended_at_s=ended)
     body = outcome.html.encode("utf-8")
-    if CONTENT_LIMIT >= 0:
-        body = body[:CONTENT_LIMIT]
+    if settings.http_content_limit >= 0:
+        body = body[: settings.http_content_limit]
     if runtime.warc is not None:
         await asyncio.to_thread(
             runtime.warc.write_conversion,
@@ -149,5 +144,10 @@ async def _render(msg: FetchMessage, result: FetchResult, runtime: Any, why: str
             fetched_at_s=result.started_at_s,
             converted_at_s=ended,
         )
+    return _rendered(result, outcome, body, ended)
+
+
+def _rendered(result: FetchResult, outcome: Any, body: bytes, ended_s: float) -> FetchResult:
+    """The fetch result whose body is the rendered DOM (UTF-8 HTML), its render outcome, ended at ``ended_s``."""
     headers = [(k, v) for k, v in result.headers if k.lower() != "content-type"] + [("Content-Type", RENDERED_TYPE)]
-    return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended)
+    return replace(result, body=body, headers=headers, render=outcome, ended_at_s=ended_s)

@@ -81,23 +81,7 @@ class RobotsService:
             previous = self.cached(origin)
             validators = conditional_headers(previous[0] if previous else None)  # a 304 keeps the cached copy
             outcome = await self._fetch(origin, http, validators, pause, address)
-            observe_robots(outcome.status)
-            entry = decide(outcome, previous[0] if previous else None, time.time(), self.config)
-            if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
-                log.warning(
-                    "squall: robots.txt of %s is %d bytes: only the first %d parsed (http.robots.content.limit)",
-                    origin,
-                    len(outcome.body),
-                    self.config.content_limit,
-                )
-            if entry.permissive_fallback:
-                log.warning(
-                    "squall: robots.txt of %s unreachable (status %s): allowing all (http.robots.5xx.allow is true)",
-                    origin,
-                    outcome.status,
-                )
-            robots_table[origin.encode()] = entry.to_dict()
-            result = entry, self.cache.put(origin, entry)
+            result = self._store(origin, outcome, previous[0] if previous else None)
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -106,6 +90,28 @@ class RobotsService:
             raise
         finally:
             del self._inflight[origin]
+
+    def _store(
+        self, origin: str, outcome: RobotsFetchOutcome, previous: RobotsEntry | None
+    ) -> tuple[RobotsEntry, RobotsRules]:
+        """Decide what the answer means (:func:`squall.policy.robots_status.decide`), store and cache it."""
+        observe_robots(outcome.status)
+        entry = decide(outcome, previous, time.time(), self.config)
+        if entry.truncated and outcome.status is not None and 200 <= outcome.status < 300:
+            log.warning(
+                "squall: robots.txt of %s is %d bytes: only the first %d parsed (http.robots.content.limit)",
+                origin,
+                len(outcome.body),
+                self.config.content_limit,
+            )
+        if entry.permissive_fallback:
+            log.warning(
+                "squall: robots.txt of %s unreachable (status %s): allowing all (http.robots.5xx.allow is true)",
+                origin,
+                outcome.status,
+            )
+        robots_table[origin.encode()] = entry.to_dict()
+        return entry, self.cache.put(origin, entry)
 
     async def _fetch(
         self,
@@ -120,38 +126,44 @@ class RobotsService:
         for hop in range(MAX_ROBOTS_REDIRECTS + 1):
             if hop:
                 await pause()  # each hop is a request: it waits the delay like any other
-            try:
-                if self.before_request is not None:  # the politeness audit: every hop is a request
-                    self.before_request(origin, hop)
-                result = await http.fetch(
-                    url,
-                    headers=validators if hop == 0 else None,
-                    address=address if _same_origin(url, origin) else None,
-                )
-            except BlockedAddress:
-                if hop == 0:
-                    raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
-                log.info("squall: robots.txt of %s redirects to a refused address: %s", origin, url)
+            answer = await self._request(origin, http, url, validators if hop == 0 else None, hop, address)
+            if isinstance(answer, RobotsFetchOutcome):
+                return answer
+            if answer in chain:
+                log.info("squall: robots.txt of %s redirects in a loop (%s): unreachable", origin, answer)
                 return RobotsFetchOutcome(status=None, redirects=hop)
-            except FetchError as exc:
-                log.info("squall: robots.txt %s failed: %s", url, exc)
-                return RobotsFetchOutcome(status=None, redirects=hop)
-            location = result.location
-            if not (300 <= result.status < 400 and location):
-                return RobotsFetchOutcome(
-                    status=result.status,
-                    body=result.body,
-                    truncated=result.truncated,
-                    headers={k: v for k, v in result.headers},
-                    redirects=hop,
-                )
-            if location in chain:
-                log.info("squall: robots.txt of %s redirects in a loop (%s): unreachable", origin, location)
-                return RobotsFetchOutcome(status=None, redirects=hop)
-            chain.append(location)
-            url = location
+            chain.append(answer)
+            url = answer
         log.info("squall: robots.txt of %s: more than %d redirects: unreachable", origin, MAX_ROBOTS_REDIRECTS)
         return RobotsFetchOutcome(status=None, redirects=MAX_ROBOTS_REDIRECTS)
+
+    async def _request(
+        self, origin: str, http: HttpFetcher, url: str, validators: dict[str, str] | None, hop: int, address: str | None
+    ) -> RobotsFetchOutcome | str:
+        """One request of the robots.txt chain of ``origin``: the final outcome, or the redirect's location.
+
+        Raises:
+            BlockedAddress: the origin's own address is refused (hop 0: no request was made).
+        """
+        try:
+            if self.before_request is not None:  # the politeness audit: every hop is a request
+                self.before_request(origin, hop)
+            result = await http.fetch(url, headers=validators, address=address if _same_origin(url, origin) else None)
+        except BlockedAddress:
+            if hop == 0:
+                raise  # the origin itself may not be contacted: the fetcher refuses its URLs (no request)
+            log.info("squall: robots.txt of %s redirects to a refused address: %s", origin, url)
+            return RobotsFetchOutcome(status=None, redirects=hop)
+        except FetchError as exc:
+            log.info("squall: robots.txt %s failed: %s", url, exc)
+            return RobotsFetchOutcome(status=None, redirects=hop)
+        location = result.location
+        if 300 <= result.status < 400 and location:
+            return location
+        headers = {k: v for k, v in result.headers}
+        return RobotsFetchOutcome(
+            status=result.status, body=result.body, truncated=result.truncated, headers=headers, redirects=hop
+        )
 
 
 def _same_origin(url: str, origin: str) -> bool:

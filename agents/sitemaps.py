@@ -11,21 +11,17 @@ from __future__ import annotations
 import logging
 import time
 
-from agents.common import load_host
+from agents.common import config, load_host
 from squall.net.http import FetchResult
 from squall.policy import metadata as md
 from squall.policy.partition import partition_key
 from squall.policy.records import StatusMessage
 from squall.policy.robots_status import RobotsEntry
-from squall.policy.sitemaps import SitemapConfig, discovery_statuses, discovery_urls, listed_statuses, read_sitemap
-from squall.policy.urls import NormalizerConfig, host_of
-from topology import settings, status_topic
+from squall.policy.sitemaps import discovery_statuses, discovery_urls, listed_statuses, read_sitemap
+from squall.policy.urls import host_of
+from topology import status_topic
 
 log = logging.getLogger("squall.policy.sitemaps")
-CONFIG = SitemapConfig.from_settings(settings)
-NORMALIZER = NormalizerConfig.from_settings(settings)
-TRANSFER = tuple(settings.metadata_transfer)
-MODE = settings.partition_url_mode
 
 
 async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> None:
@@ -43,11 +39,11 @@ async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> Non
         urls = discovery_urls(
             entry.robots_text,
             origin=origin,
-            config=CONFIG,
-            host_seeded=load_host(key).seeded_for(host_of(origin), MODE == "byIP"),
+            config=config().sitemap,
+            host_seeded=load_host(key).seeded_for(host_of(origin), config().mode == "byIP"),
         )
-        for status in discovery_statuses(urls, NORMALIZER):
-            await status_topic.send(key=partition_key(status.url, MODE).encode(), value=status.to_bytes())
+        for status in discovery_statuses(urls, config().normalizer):
+            await status_topic.send(key=partition_key(status.url, config().mode).encode(), value=status.to_bytes())
     except Exception:  # discovery is best effort: the page fetch goes on
         log.exception("squall: sitemap discovery for %s failed", origin)
 
@@ -60,8 +56,8 @@ def parse_sitemap(
         result.body,
         content_type=result.content_type,
         truncated=result.truncated,
-        max_urls=CONFIG.max_urls,
-        content_limit=CONFIG.content_limit,
+        max_urls=config().sitemap.max_urls,
+        content_limit=config().sitemap.content_limit,
     )
     if doc.error is not None:
         log.info("squall: sitemap %s: %s (%d entries kept)", result.url, doc.error.value, len(doc.entries))
@@ -70,8 +66,8 @@ def parse_sitemap(
         sitemap_url=result.url,
         depth=depth,
         metadata=metadata,
-        inherited=md.for_outlink(metadata, TRANSFER),
+        inherited=md.for_outlink(metadata, config().transfer),
         now_s=time.time(),
-        config=CONFIG,
-        normalizer=NORMALIZER,
+        config=config().sitemap,
+        normalizer=config().normalizer,
     )

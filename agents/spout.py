@@ -18,19 +18,16 @@ import logging
 import time
 
 from agents import queues
-from agents.common import load_host, save_host
-from agents.fetcher import runtime as fetcher
-from agents.runtime import AHEAD, INFLIGHT_TIMEOUT_S, LEAD_S, TAKEOVER_GRACE_S, state
+from agents.common import config, fetch_runtime, load_host, save_host, tables
+from agents.worker_state import state
+from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import stranded
-from topology import app, fetch_topic, settings, ticks_topic, urls_table
+from topology import app, fetch_topic, settings, ticks_topic
 
 log = logging.getLogger("squall.spout")
-PER_BUCKET: int = queues.PER_BUCKET
-TICK_S: float = settings.frontier_tick_interval_secs
-TICK_RESEND_S: float = settings.frontier_tick_resend_secs
 
 
 @app.agent(ticks_topic)
@@ -46,10 +43,12 @@ async def spout(stream):
 def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
     index = state.indexes.get(partition)
-    if index is None or partition in fetcher.paused_partitions:  # crawl.pause: nothing new is handed out
+    if (
+        index is None or partition in fetch_runtime().operator.paused_partitions
+    ):  # crawl.pause: nothing new is handed out
         return []
     out: list[FetchMessage] = []
-    for key, urls in index.pop_due(now_s, PER_BUCKET):
+    for key, urls in index.pop_due(now_s, settings.frontier_max_urls_per_bucket):
         host = load_host(key)
         updated, messages = queues.hand_out(index, key, host, urls, now_s)
         if updated is not host:
@@ -70,7 +69,9 @@ def release_stranded(partition: int, now_s: float) -> None:
         return
     for key in [k for k, at in pending.items() if at <= now_s]:
         host = load_host(key)
-        urls = stranded(host.in_flight, since, host.delay_s, TAKEOVER_GRACE_S, now_s, fetcher.received)
+        urls = stranded(
+            host.in_flight, since, host.delay_s, settings.frontier_takeover_grace_secs, now_s, fetch_runtime().received
+        )
         if urls is None:  # the record changed (a longer delay): not yet
             pending[key] = now_s + host.delay_s
             continue
@@ -89,26 +90,29 @@ def release_stranded(partition: int, now_s: float) -> None:
         for r in (_record(u) for u in urls):
             if r is not None and r.next_fetch_at_s is not None:
                 index.push(key, r.url, r.next_fetch_at_s, r.priority)
-        index.set_host_ready(key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now_s, AHEAD, LEAD_S))
+        index.set_host_ready(
+            key,
+            eligible_at_s(host, now_s, config().handout),
+        )
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)
 
 
-@app.timer(TICK_S)
+@app.timer(settings.frontier_tick_interval_secs)
 async def send_ticks() -> None:
     """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
     now = time.time()
     for partition, index in list(state.indexes.items()):
-        if partition in fetcher.paused_partitions:  # crawl.pause: no hand-out, no tick
+        if partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: no hand-out, no tick
             continue
         due = min((t for t in (index.next_due_s(), state.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue
         sent = state.tick_sent_at.get(partition)
-        if sent is not None and now - sent < TICK_RESEND_S:
+        if sent is not None and now - sent < settings.frontier_tick_resend_secs:
             continue
         state.tick_sent_at[partition] = now
         # readable JSON like every other topic (Kafka UI, `squall tail ticks`); the spout ignores the value

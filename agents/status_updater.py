@@ -1,10 +1,10 @@
 """Status updater (StormCrawler's StatusUpdaterBolt): status topic → urls and hosts tables.
 
 For each message: decode, canonicalize, route to the partition of its key,
-then either admit discovered URLs (dedup, scope and trap guards; a batch of
-outlinks of one page shares one read and one write of its host record) or
-apply a fetch result (:func:`squall.policy.schedule.apply`), and keep the due index
-in step. Bad input goes to the dead-letter topic; the stream goes on.
+then admit discovered URLs (:mod:`squall.policy.admission`, scope and trap
+guards; a batch of one page's outlinks shares one read and one write of its
+host record) or apply a fetch result (:func:`squall.policy.schedule.apply`),
+and keep the due index in step. Bad input is dead-lettered; the stream goes on.
 
 ``partition.url.mode: byIP``: the key is the address the URL's host resolves
 to (:mod:`squall.policy.address_key`). A host not resolved yet on this worker is
@@ -22,32 +22,27 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from agents.addresses import addresses, host_port
-from agents.common import CANONICAL, deadletter, load_host, save_host
+from agents.addresses import host_port
+from agents.common import CANONICAL, addresses, config, deadletter, load_host, save_host, tables
 from agents.observe import audits
 from agents.queues import hand_out_next, regulate
-from agents.runtime import PARTITIONS, state
+from agents.status_writes import Handled, Writes
+from agents.worker_state import state
 from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
+from squall.policy.admission import nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
-from squall.policy.schedule import ScheduleConfig, UrlRecord, apply, new_record
-from squall.policy.scope import ScopeConfig, check
-from squall.policy.sitemaps import is_marked, lastmod_of
-from squall.policy.urls import NormalizerConfig, canonicalize, host_of
-from topology import app, fetch_topic, settings, signals_topic, status_topic, urls_table
+from squall.policy.records import Reason, StatusMessage
+from squall.policy.schedule import UrlRecord, apply, new_record
+from squall.policy.scope import check
+from squall.policy.urls import canonicalize, host_of
+from topology import app, fetch_topic, signals_topic, status_topic
 
 log = logging.getLogger("squall.status")
-NORMALIZER = NormalizerConfig.from_settings(settings)
-SCOPE = ScopeConfig.from_settings(settings)
-SCHEDULE = ScheduleConfig.from_settings(settings)
-MODE = settings.partition_url_mode
-BY_IP = MODE == "byIP"
-PERSIST = tuple(settings.metadata_persist)
 
 
 @app.agent(status_topic)
@@ -70,67 +65,11 @@ async def status_updater(stream):
 async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:
     """byIP: resolve ``host:port`` (off the loop), then send ``value`` to its key's partition and ack."""
     try:
-        key = status_key(host, await addresses.resolve(host, port))
-        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, PARTITIONS))
+        key = status_key(host, await addresses().resolve(host, port))
+        await status_topic.send(key=key.encode(), value=value, partition=partition_for_key(key, config().partitions))
         event.ack()
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not route a status message of %s after resolving it", host)
-
-
-@dataclass
-class Handled:
-    """What :func:`handle` leaves to the agent: messages to send on and messages to dead-letter.
-
-    ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
-    another partition; ``dead``: (message bytes, the error) to dead-letter;
-    ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
-    worker has not resolved yet; ``handouts``: fetch messages of the next
-    URLs of a host whose result freed a place (:func:`agents.queues.hand_out_next`);
-    ``signals``: a result's signal not applied here (its URL was bad, or
-    byIP), for the queue regulator.
-    """
-
-    reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
-    dead: list[tuple[bytes, Exception]] = field(default_factory=list)
-    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
-    handouts: list[FetchMessage] = field(default_factory=list)
-    signals: list[SignalMessage] = field(default_factory=list)
-    writes: Writes = field(default_factory=lambda: Writes())
-
-
-@dataclass
-class Writes:
-    """One event's table writes, buffered so each host record is read and written once.
-
-    ``hosts``: key → (record as read, record now); ``stores``: URL records to
-    write, after the host records (a crash in between re-delivers the
-    message, and a URL already stored would no longer count in its host's
-    ``url_count``); ``regulated``: keys whose signal was applied in this event.
-    """
-
-    hosts: dict[str, tuple[HostRecord, HostRecord]] = field(default_factory=dict)
-    stores: list[UrlRecord] = field(default_factory=list)
-    regulated: list[str] = field(default_factory=list)
-
-    def host(self, key: str) -> HostRecord:
-        known = self.hosts.get(key)
-        if known is not None:
-            return known[1]
-        host = load_host(key)
-        self.hosts[key] = (host, host)
-        return host
-
-    def set_host(self, host: HostRecord) -> None:
-        self.hosts[host.key] = (self.hosts[host.key][0], host)
-
-    def flush(self) -> None:
-        """Write the host records that changed, then the URL records (and keep the due index in step)."""
-        for start, host in self.hosts.values():
-            if host is not start:
-                save_host(host)
-        for record in self.stores:
-            _store(record)
-        self.hosts, self.stores = {}, []
 
 
 def handle(value: bytes, partition: int, now_s: float) -> Handled:
@@ -153,7 +92,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     try:
         canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
         url = canon(msg.url)
-        key = partition_key(url, MODE)
+        key = partition_key(url, config().mode)
     except InvalidURL as exc:
         done.dead.append((value, exc))
         done.signals.extend([msg.signal] if msg.signal is not None else [])
@@ -161,8 +100,8 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
             _handle_decoded(msg.discovered, value, partition, now_s, done)
         _hand_out_and_flush(done, now_s)
         return done
-    if not BY_IP and partition_for_key(key, PARTITIONS) != partition:
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), value))
+    if not config().by_ip and partition_for_key(key, config().partitions) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), value))
         return done
     if msg.discovered is not None:
         _handle_decoded(msg.discovered, value, partition, now_s, done)
@@ -186,7 +125,7 @@ def _handle_decoded(
         try:
             canon = _seed_canonical if msg.seed else CANONICAL
             url = canon(msg.url)
-            key = partition_key(url, MODE)
+            key = partition_key(url, config().mode)
         except InvalidURL as exc:  # one bad link of a batch: the others go on
             done.dead.append((_single(msg, msg.url), exc))
             if msg.more_urls:
@@ -195,18 +134,25 @@ def _handle_decoded(
             return
     else:
         url, key, canon = first
-    if BY_IP:
+    if config().by_ip:
         if msg.signal is not None:  # keyed by the fetch's address key: the queue regulator applies it
             done.signals.append(msg.signal)
             msg = replace(msg, signal=None)
         _handle_by_address(msg, canon, [url], value, partition, now_s, done)
         return
-    if partition_for_key(key, PARTITIONS) != partition:
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), _single(msg, url)))
+    if partition_for_key(key, config().partitions) != partition:
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), _single(msg, url)))
         return
+    _apply_here(msg, canon, key, url, partition, value, now_s, done)
+
+
+def _apply_here(
+    msg: StatusMessage, canon, key: str, url: str, partition: int, value: bytes, now_s: float, done: Handled
+) -> None:
+    """Apply a message whose first URL (``url``, key ``key``) belongs to this ``partition``; others rerouted."""
     by_key = _group_by_key(msg, canon, key, url, partition, done)
     for other in msg.rejected:
-        if partition_for_key(other, PARTITIONS) == partition:
+        if partition_for_key(other, config().partitions) == partition:
             by_key.setdefault(other, [])
         else:  # only a foreign producer gets this wrong: the counts are not this partition's to write
             log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
@@ -232,7 +178,7 @@ def _hand_out_and_flush(done: Handled, now_s: float) -> None:
         if not handouts:
             empty.append(key)
     discovered_for = {r.key for r in writes.stores if r.next_fetch_at_s is not None}
-    writes.flush()
+    writes.flush(_store)
     for key in empty:
         if key in discovered_for:
             host = load_host(key)
@@ -249,12 +195,12 @@ def _group_by_key(msg: StatusMessage, canon, key: str, url: str, partition: int,
     for more in msg.more_urls:
         try:
             canonical = canon(more)
-            other = partition_key(canonical, MODE)
+            other = partition_key(canonical, config().mode)
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
             continue
         if other not in owner:
-            owner[other] = partition_for_key(other, PARTITIONS)
+            owner[other] = partition_for_key(other, config().partitions)
         if owner[other] == partition:
             by_key.setdefault(other, []).append(canonical)
         else:
@@ -295,16 +241,33 @@ def _handle_by_address(
             urls.append(canon(more))
         except InvalidURL as exc:
             done.dead.append((_single(msg, more), exc))
+    by_key, away = _by_address(msg, urls, value, partition, done)
+    for key, group in away.items():
+        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), batch))
+    rejected: dict[str, Mapping[Reason, int]] = {}
+    for name, counts in msg.rejected.items():
+        if partition_for_key(name, config().partitions) == partition:
+            rejected[name] = counts
+            by_key.setdefault(name, [])
+    _update_groups(msg, by_key, value, now_s, rejected, done)
+    return done
+
+
+def _by_address(
+    msg: StatusMessage, urls: list[str], value: bytes, partition: int, done: Handled
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """byIP: ``urls`` per address key, (this partition's, other partitions'); unresolved left pending, moved sent."""
     by_key: dict[str, list[str]] = {}
     away: dict[str, list[str]] = {}
     for url in urls:
         host, port = host_port(url)
-        known = addresses.known(host, port)
+        known = addresses().known(host, port)
         if known is None:
             done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
             continue
         key = status_key(host, known)
-        if partition_for_key(key, PARTITIONS) == partition:
+        if partition_for_key(key, config().partitions) == partition:
             by_key.setdefault(key, []).append(url)
             continue
         try:
@@ -318,17 +281,8 @@ def _handle_by_address(
         if moving is None:
             away.setdefault(key, []).append(url)
         else:
-            done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), moving))
-    for key, group in away.items():
-        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
-        done.reroutes.append((key.encode(), partition_for_key(key, PARTITIONS), batch))
-    rejected: dict[str, Mapping[Reason, int]] = {}
-    for name, counts in msg.rejected.items():
-        if partition_for_key(name, PARTITIONS) == partition:
-            rejected[name] = counts
-            by_key.setdefault(name, [])
-    _update_groups(msg, by_key, value, now_s, rejected, done)
-    return done
+            done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), moving))
+    return by_key, away
 
 
 def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
@@ -338,11 +292,11 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     URL lives with its queue's partition; a seeded name stays seeded under
     its new key.
     """
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     if raw is None:
         return None
     old = UrlRecord.from_dict(raw)
-    seeded = load_host(old.key).seeded_for(host_of(url), BY_IP)
+    seeded = load_host(old.key).seeded_for(host_of(url), config().by_ip)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
     return replace(
         msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(), seed=msg.seed or seeded
@@ -351,18 +305,18 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
 
 def _forget(url: str) -> None:
     """Delete the record of ``url`` from this partition (it moved with its host) and from the due index."""
-    raw = urls_table.get(url.encode())
+    raw = tables().urls.get(url.encode())
     if raw is None:
         return
     index = state.index_for_key(UrlRecord.from_dict(raw).key)
     if index is not None:
         index.remove(url)
-    del urls_table[url.encode()]
+    del tables().urls[url.encode()]
 
 
 def _seed_canonical(url: str) -> str:
     """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.policy.urls.canonicalize`."""
-    return canonicalize(url, NORMALIZER, seed=True)
+    return canonicalize(url, config().normalizer, seed=True)
 
 
 def _single(batch: StatusMessage, url: str) -> bytes:
@@ -384,24 +338,15 @@ def update(
     a fetch result, any number for a batch of outlinks); ``rejected``: the
     parse step's refusals of links of ``key``, per reason. A result's signal
     of queue ``key`` is applied too (:func:`agents.queues.regulate`; the
-    place it frees is handed out at the event's end). ``writes``: the
-    event's write buffer (:class:`Writes`); without one, the host record is
-    written at once (when it changed), then the URL records.
+    place it frees is handed out at the event's end). ``writes``: the event's
+    write buffer (:class:`Writes`); without one, written at once.
     """
     own = writes is None
     writes = Writes() if writes is None else writes
     host = writes.host(key)
-    if msg.seed and BY_IP:  # one address serves several names: only the seeded one is in scope
-        for url in urls:
-            if not host.seeded_for(host_of(url), True):
-                host = host.with_seed(host_of(url))
-    elif msg.seed and not host.seeded:
-        host = replace(host, seeded=True)
-    if rejected:
-        counts = dict(host.rejected)
-        for reason, n in rejected.items():
-            counts[reason.value] = counts.get(reason.value, 0) + n
-        host = replace(host, rejected=counts)
+    if msg.seed:
+        host = seeded(host, urls, config().by_ip)
+    host = with_refusals(host, rejected)
     for url in urls:
         host = _apply(msg, url, key, host, now_s, writes.stores)
     if msg.signal is not None and msg.signal.key == key:
@@ -409,17 +354,17 @@ def update(
         writes.regulated.append(key)
     writes.set_host(host)
     if own:
-        writes.flush()
+        writes.flush(_store)
 
 
 def _apply(
     msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float, stores: list[UrlRecord]
 ) -> HostRecord:
     """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
-    discovered = msg.fetched_at_s is None
-    if discovered and msg.moved is None and not _news_for_known(msg) and url.encode() in urls_table:
+    if nothing_if_known(msg) and url.encode() in tables().urls:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
-    raw = urls_table.get(url.encode())
+    discovered = msg.fetched_at_s is None
+    raw = tables().urls.get(url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
         host = replace(host, url_count=host.url_count + 1)
@@ -429,9 +374,9 @@ def _apply(
             reason = check(
                 url,
                 depth=msg.depth,
-                host_seeded=host.seeded_for(host_of(url), BY_IP),
+                host_seeded=host.seeded_for(host_of(url), config().by_ip),
                 host_url_count=host.url_count,
-                config=SCOPE,
+                config=config().scope,
             )
             if reason is not None:
                 return host.with_rejection(reason)
@@ -446,23 +391,16 @@ def _apply(
             _forget(url)
             record = replace(record, key=key)
             stores.append(record)
-    updated = apply(record, msg, SCHEDULE, metadata=md.for_record(record.metadata, msg.metadata, PERSIST))
+    updated = apply(
+        record, msg, config().schedule, metadata=md.for_record(record.metadata, msg.metadata, config().persist)
+    )
     if updated is not record or raw is None:
         stores.append(updated)
     return host
 
 
-def _news_for_known(msg: StatusMessage) -> bool:
-    """Whether a DISCOVERED message can change the record of a known URL: a sitemap's marker or lastmod.
-
-    The cases :func:`squall.policy.schedule.apply` acts on for a rediscovery; any
-    other rediscovery is skipped without reading the stored record.
-    """
-    return is_marked(msg.metadata) or lastmod_of(msg.metadata) is not None
-
-
 def _store(record: UrlRecord) -> None:
-    urls_table[record.url.encode()] = record.to_dict()
+    tables().urls[record.url.encode()] = record.to_dict()
     index = state.index_for_key(record.key)
     if index is None:
         return

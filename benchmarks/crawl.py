@@ -61,7 +61,9 @@ per domain at a time, AutoThrottle off and CONCURRENT_REQUESTS = max(16, N).
 ``--warc off`` runs squall with ``warc.enabled: false`` (``--warc both``: a
 row each); a squall whose configuration has no such key cannot switch its
 archive off, and the benchmark says so (``both`` then runs the WARC-on row
-only). The report's header names the commit (short hash, ``-dirty`` with
+only). ``--documents`` runs squall with ``documents.enabled: true`` (its
+rows are labelled ``+ documents``; the per-page cost of the step alone:
+benchmarks/documents.py). The report's header names the commit (short hash, ``-dirty`` with
 uncommitted changes to tracked files other than the history file), the date,
 the machine (CPU model, cores, load average at the start) and the Pythons.
 ``--json FILE`` writes everything machine-readably; ``--history FILE``
@@ -124,6 +126,7 @@ CPU_TAIL_S = 1.0  # squall's CPU is counted until this long after the last reque
 OFFSET_SAMPLE_S = 0.5  # how often the end offsets of the crawl's topics are sampled
 TOPIC_LIST_S = 10.0  # how often the list of the crawl's topics is read again (all exist before the seeds)
 WARC_SWITCH = "warc.enabled"  # the configuration key that turns squall's WARC archive off (false)
+DOCUMENTS_SWITCH = "documents.enabled"  # the configuration key that turns squall's documents topic on (true)
 HISTORY_FILE = "benchmarks/history.csv"  # its own rows do not make the tree dirty (git_revision)
 
 
@@ -558,6 +561,8 @@ def squall_overrides(args: argparse.Namespace, warc: str) -> dict[str, Any]:
         overrides[key] = json.loads(value) if value[:1] in '[{0123456789-tfn"' else value
     if warc == "off":
         overrides[WARC_SWITCH] = False
+    if getattr(args, "documents", False):
+        overrides[DOCUMENTS_SWITCH] = True
     return overrides
 
 
@@ -608,7 +613,8 @@ def run_squall(
     cpu = cpu_until(samples, last + CPU_TAIL_S)
     written = records_written(ends[0][1], sample_at(ends, last + CPU_TAIL_S))
     records = {topic_label(t, crawl.topology_id): n for t, n in written.items()}
-    return _row(squall_label(args.workers, warc), m, available, cpu, rss, wall, run, records)
+    label = squall_label(args.workers, warc) + (" + documents" if getattr(args, "documents", False) else "")
+    return _row(label, m, available, cpu, rss, wall, run, records)
 
 
 def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
@@ -1108,6 +1114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["on", "off", "both"],
         default="on",
         help=f"squall with its WARC archive on (as configured), off ({WARC_SWITCH}: false) or a row of each",
+    )
+    p.add_argument(
+        "--documents", action="store_true", help=f"squall with its documents topic on ({DOCUMENTS_SWITCH}: true)"
     )
     p.add_argument("--partitions", type=int, default=0, help="topology.partitions (0: the default)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="another squall configuration key")

@@ -1,6 +1,6 @@
-"""Micro-benchmark of squall.policy.fetch_queues.FetchQueues alone (seed 004's table, StormCrawler #2129).
+"""Micro-benchmark of squall.policy.fetch_queues.FetchQueues alone (the table of apache/stormcrawler PR #2129).
 
-Seed 004's set-up: 20 000 hosts x 20 URLs, ``fetcher.server.delay`` 1 s so
+The set-up of apache/stormcrawler PR #2129: 20 000 hosts x 20 URLs, ``fetcher.server.delay`` 1 s so
 that almost every queue is waiting, 50 fetcher threads, 1 producer thread
 emulating the executor, instant fetch, 8 s per run, p99 from sampled calls;
 and the same with delay 0 (every queue always ready).
@@ -12,8 +12,8 @@ How it is emulated here (Python runs one thread; the fetcher is asyncio):
   ``now_s``), ``take(now_s)``; on an item, the fetch is instant, so it calls
   ``finish(key, time.monotonic())`` at once and yields to the loop with
   ``await asyncio.sleep(0)`` (the point where a real fetch would await I/O);
-  on None it sleeps until ``next_ready_at_s()`` but at most 10 ms (seed 002's
-  scheduler) and at least one loop turn;
+  on None it sleeps until ``next_ready_at_s()`` but at most 10 ms (a
+  scheduler's polling bound) and at least one loop turn;
 * the producer adds the URLs host by host, round by round (URL 0 of every
   host, then URL 1, ...), yielding to the loop every ``--producer-batch``
   adds (default 50); ``add`` never waits, queues are unbounded;

@@ -67,24 +67,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    # topology first (it declares the app): agents.common imported on its own is a circular import
     # isort: off
-    import topology  # noqa: F401 (declares the app and imports the agents)
+    import topology  # declares the app
     from tests.unit.test_status_updater import JsonTable  # a dict that stores JSON, as Faust tables do
     import agents.common as common
     import agents.status_updater as su
     from agents import parser
-    from agents.runtime import PARTITIONS, state
+    from agents.worker_state import state
     from squall.policy.frontier import DueIndex
     from squall.net.http import FetchResult
     from squall.policy.partition import partition_for_key, partition_key
     from squall.policy.records import StatusMessage
     # isort: on
 
+    PARTITIONS = topology.settings.topology_partitions
     urls, hosts = JsonTable(), JsonTable()
-    common.hosts_table = hosts
-    su.urls_table = urls
-    state.indexes = {p: DueIndex() for p in range(PARTITIONS)}
+    topology.app.squall_tables = common.Tables(urls=urls, hosts=hosts)
+    state.indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
 
     rng = random.Random(args.seed)
     names = [f"host{i}.example.org" for i in range(args.hosts)]
@@ -107,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         from squall.policy.urls import canonicalize
 
         msg = StatusMessage.from_bytes(value)
-        url = canonicalize(msg.url, su.NORMALIZER)
-        k = partition_key(url, su.MODE)
+        url = canonicalize(msg.url, common.config().normalizer)
+        k = partition_key(url, topology.settings.partition_url_mode)
         partition_for_key(k, PARTITIONS)
         su.update(msg, url, k, time.time())
         return 1

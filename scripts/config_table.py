@@ -1,6 +1,6 @@
-"""Print the README's configuration table from config/crawler-default.yaml (comments included).
+"""Print the configuration table of docs/configuration.md from config/crawler-default.yaml (comments included).
 
-    .venv/bin/python scripts/config_table.py > /tmp/keys.md   # then paste under "Configuration keys"
+    .venv/bin/python scripts/config_table.py > /tmp/keys.md   # scripts/update_config_doc.py writes it in place
 """
 
 from __future__ import annotations

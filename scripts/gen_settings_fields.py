@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = ROOT / "config" / "crawler-default.yaml"
 TARGET = ROOT / "squall" / "settings" / "fields.py"
 KEY_LINE = re.compile(r"^([A-Za-z][\w.\-]*)\s*:")
+LINE_LENGTH = 120  # [tool.ruff] line-length
 SECTION = re.compile(r"^#\s*-{4,}\s*(.*)$")
 
 HEADER = '''"""The typed fields of :class:`squall.settings.Settings`, one per key of config/crawler-default.yaml.
@@ -86,7 +87,10 @@ def render(text: str) -> str:
             seen[name] = key
             out.extend(f"    #: {c}".rstrip() for c in comments)
             comments = []
-            out.append(f'    {name}: {type_name(key, values[key])} = field(metadata={{"key": "{key}"}})')
+            line = f'    {name}: {type_name(key, values[key])} = field(metadata={{"key": "{key}"}})'
+            if len(line) > LINE_LENGTH:  # ruff format's shape of a call that does not fit on one line
+                line = f'    {name}: {type_name(key, values[key])} = field(\n        metadata={{"key": "{key}"}}\n    )'
+            out.append(line)
         elif (section := SECTION.match(line)) and section.group(1):
             comments = []
             out.append(("\n" if seen else "") + f"    # ---- {section.group(1)}")
@@ -100,7 +104,7 @@ def render(text: str) -> str:
 def main() -> int:
     source = render(DEFAULTS_FILE.read_text(encoding="utf-8"))
     TARGET.write_text(source, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(ROOT)} ({source.count('field(metadata')} keys)")
+    print(f"wrote {TARGET.relative_to(ROOT)} ({source.count('metadata={')} keys)")
     return 0
 
 

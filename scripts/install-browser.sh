@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the headless browser squall renders JavaScript pages with (render.*; README "JavaScript pages").
+# Install the headless browser squall renders JavaScript pages with (render.*; docs/frontier.md "JavaScript pages").
 #
 #   scripts/install-browser.sh        # called by scripts/test.sh before the tests
 #

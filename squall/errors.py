@@ -11,6 +11,7 @@ Hierarchy::
     │   └── UnknownTopic       a topic named on the command line does not exist at the broker
     ├── BrowserMissing         no Chromium executable to render pages with
     ├── DataDirError           the worker's table directory cannot be created or is in use
+    ├── SearchIndexError       the search index directory cannot be opened (not an index, or in use)
     └── FetchError             a fetch that failed (carries a Reason)
         └── BlockedAddress     the resolved address is not allowed (SSRF guard)
 
@@ -80,6 +81,10 @@ class DataDirError(SquallError):
     def __init__(self, path: object, message: str) -> None:
         self.path = path
         super().__init__(f"data directory {path} {message}")
+
+
+class SearchIndexError(SquallError):
+    """The search index (``index.dir``) cannot be opened: not an index of squall's schema, or its writer is locked."""
 
 
 class FetchError(SquallError):

@@ -16,6 +16,8 @@ the same worker: docs/architecture.md invariant 1):
   partition's spout has a due host (the hand-out then runs inside that
   partition's event, which Faust table writes need).
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
+* ``<id>-documents`` Document JSON (:class:`squall.policy.documents.Document`): one per
+  FETCHED HTML page when ``documents.enabled``; read by ``squall index``, never by an agent.
 * ``<id>-control``  operator commands (:mod:`squall.policy.control`): keyed by the
   host's partition key, a crawl-wide one sent to every partition.
 
@@ -36,7 +38,7 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
   operator log; :mod:`squall.policy.control`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
-(:mod:`agents.observe`).
+(:mod:`agents.metrics_page`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from faust.types import TableT
 from squall.errors import ConfigError
 from squall.net.kafka_security import KafkaConnection
 from squall.policy.lease import heartbeat_interval_s
+from squall.policy.topics import topic_name
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
 
@@ -88,7 +91,7 @@ app.squall_settings = settings  # read by SquallWorker when the worker starts
 
 def _topic(suffix: str) -> faust.TopicT:
     return app.topic(
-        f"{_ID}-{suffix}",
+        topic_name(settings, suffix),  # the one naming scheme, shared with the command line
         key_type=bytes,
         value_type=bytes,
         key_serializer="raw",
@@ -103,6 +106,7 @@ fetch_topic = _topic("fetch")
 signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
+documents_topic = _topic("documents")
 control_topic = _topic("control")
 
 
@@ -126,17 +130,19 @@ control_table = _table("control", "crawl:<partition> -> CrawlControl (operator c
 
 TOPIC_NAMES = {
     t.get_topic_name(): _N
-    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, control_topic)
+    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, documents_topic, control_topic)
 }
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
 __all__ = [
+    "AGENT_MODULES",
     "TOPIC_NAMES",
     "app",
     "audit_table",
     "control_table",
     "control_topic",
     "deadletter_topic",
+    "documents_topic",
     "fetch_topic",
     "hosts_table",
     "robots_table",
@@ -147,11 +153,16 @@ __all__ = [
     "urls_table",
 ]
 
-# The agents register themselves on import (after everything above exists).
-import agents.control  # noqa: E402
-import agents.fetcher  # noqa: E402
-import agents.observe  # noqa: E402
-import agents.progress  # noqa: E402
-import agents.regulator  # noqa: E402
-import agents.spout  # noqa: E402
-import agents.status_updater  # noqa: E402,F401
+# The agents register themselves on this app when the worker starts (SquallApp.worker_init imports
+# them): importing them here would make every agent module's import depend on the import order.
+AGENT_MODULES = (
+    "agents.upkeep",
+    "agents.fetcher",
+    "agents.metrics_page",
+    "agents.progress",
+    "agents.regulator",
+    "agents.spout",
+    "agents.status_updater",
+    "agents.control",
+)
+app.squall_agent_modules = AGENT_MODULES

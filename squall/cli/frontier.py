@@ -4,8 +4,7 @@
   its page limit, the delay in force and why, block (and reason), limit,
   owner partition, the last operator command; the crawl-wide pause and delay.
 * ``squall urls --host H [--status S] [--json]`` — the URLs of one host.
-* ``squall url show URL`` — one URL's record (status, reason, attempts, last
-  and next fetch, redirect chain, validators, metadata).
+* ``squall url show URL`` (:mod:`squall.cli.url`) — one URL's record.
 * ``squall frontier dump [--status S]`` — every URL in the seed file format
   (URL, then tab-separated ``key=value`` metadata; :mod:`squall.cli.seed`),
   so ``squall seed`` can put it into a new crawl.
@@ -213,25 +212,6 @@ def _urls_command(args: argparse.Namespace) -> int:
         for url in sorted(chosen):
             r = chosen[url]
             print(f"{url}\t{r.get('status')}" + (f"\t{r['reason']}" if r.get("reason") else ""))
-    return 0
-
-
-def show_url(args: argparse.Namespace) -> int:
-    """``squall url show URL``: the URL's record (canonicalized first) as JSON; exit 1 if there is none."""
-    from squall.errors import InvalidURL
-    from squall.policy.urls import NormalizerConfig, canonicalize
-
-    settings = _settings(args)
-    try:
-        url = canonicalize(args.url, NormalizerConfig.from_settings(settings))
-    except InvalidURL as exc:
-        print(f"squall url show: invalid URL: {exc.reason}", file=sys.stderr)
-        return 2
-    record = asyncio.run(_read(settings, ("urls",)))["urls"].get(url)
-    if record is None:
-        print(f"squall url show: no record of {url} in {settings.topology_id}", file=sys.stderr)
-        return 1
-    print(json.dumps(record, indent=2, sort_keys=True))
     return 0
 
 

@@ -109,7 +109,7 @@ def add_parser(subparsers: Any) -> None:
     p_up.add_argument(
         "--secure",
         action="store_true",
-        help="SASL_SSL with SCRAM users worker, operator and viewer, and ACLs for topology.id (README: A secured broker)",
+        help="SASL_SSL with SCRAM users worker, operator and viewer, and ACLs for topology.id (docs/security.md)",
     )
     p_up.set_defaults(func=_cmd_up)
 

@@ -23,6 +23,7 @@ from typing import Any
 from squall.errors import InvalidURL
 from squall.policy.partition import partition_key
 from squall.policy.records import StatusMessage
+from squall.policy.topics import topic_name
 from squall.policy.urls import NormalizerConfig, canonicalize
 
 PROGRESS_EVERY = 1000  # seeds between two progress updates
@@ -71,7 +72,7 @@ async def produce_seeds(settings, seeds: list[SeedLine], progress: Callable[[int
     from aiokafka import AIOKafkaProducer
 
     from squall.net.kafka_security import KafkaConnection, refusals
-    from squall.policy.topics import all_topics, topic_name
+    from squall.policy.topics import all_topics
     from squall.tools.kafka_admin import ensure_topics
 
     conn = KafkaConnection.from_settings(settings)
@@ -131,7 +132,7 @@ def _seed_command(args: argparse.Namespace) -> int:
     for s in bad:
         print(f"squall seed: line {s.lineno}: {s.error} (skipped)", file=sys.stderr)
     sent = _send_with_progress(settings, good) if good else 0
-    print(f"squall seed: {sent} URL(s) sent to {settings.topology_id}-status, {len(bad)} line(s) rejected")
+    print(f"squall seed: {sent} URL(s) sent to {topic_name(settings, 'status')}, {len(bad)} line(s) rejected")
     return 1 if bad else 0
 
 

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.frontier import HostRecord
+from squall.policy.handout import due_at_s
 from squall.policy.records import SignalMessage, Status, StatusMessage
 
 if TYPE_CHECKING:
@@ -257,16 +258,17 @@ def build_report(
         if rec.get("reason"):
             report.reasons[rec["reason"]] += 1
         _count_render(report, rec.get("metadata") or {})
-        nxt = rec.get("next_fetch_at_s")
         if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
             fetched_at.append(rec["last_fetch_at_s"])
-        if status not in (Status.DISCOVERED.value, Status.FETCH_ERROR.value) or nxt is None:
-            continue
         host = hosts.get(rec.get("key", ""), {})
+        # the host's block: a Retry-After or back-off, or an operator's (squall host block)
+        blocked = max(host.get("blocked_until_s") or 0.0, host.get("operator_blocked_until_s") or 0.0)
+        ready = due_at_s(status, rec.get("next_fetch_at_s"), blocked)  # the one "due"
+        if ready is None:
+            continue
         if held_by_limit(host):  # an operator's page limit holds it: neither due nor waiting
             report.held += 1
             continue
-        ready = max(nxt, host.get("blocked_until_s") or 0.0, host.get("operator_blocked_until_s") or 0.0)
         if ready <= now_s:
             report.due_now += 1
         elif status in WAITING_STATUSES:

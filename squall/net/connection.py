@@ -2,7 +2,7 @@
 
 * :class:`PolicyResolver` resolves a host once (DNS, or an ``http.resolve``
   pin) and returns only addresses :func:`squall.policy.netsafety.check_address`
-  allows (seed 003: public-network restriction, DNS rebinding): aiohttp
+  allows (no request to a private network, no DNS rebinding): aiohttp
   connects to what was judged and never looks the name up again.
 * :class:`DeclaredLengthFramer` (in front of aiohttp's parser, through
   :class:`_FramingConnector`) reads a response to its declared

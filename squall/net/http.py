@@ -1,7 +1,7 @@
 """The fetch protocol: one HTTP GET under squall's safety rules, aiohttp errors translated here.
 
 This module is the one boundary where aiohttp exceptions become
-:class:`squall.errors.FetchError` (seed 003: timeouts, public-network
+:class:`squall.errors.FetchError` (timeouts, public-network
 restrictions, response-size limits, compression bombs, DNS rebinding):
 
 * the host is resolved once (DNS, or an ``http.resolve`` pin) by
@@ -54,6 +54,7 @@ from yarl import URL
 from squall.errors import BlockedAddress, FetchError
 from squall.net.connection import AddrInfo, GetAddrInfo, PolicyResolver, _FramingConnector, _PeerResponse  # noqa: F401
 from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
+from squall.net.warc import payload_digest
 from squall.policy.netsafety import NetworkPolicy, check_address
 from squall.policy.records import Reason
 from squall.settings import Settings
@@ -85,6 +86,7 @@ class HttpConfig:
     read_timeout_s: float
     total_timeout_s: float
     network: NetworkPolicy
+    payload_digest: bool = False  # compute FetchResult.payload_digest (WARC archive, documents or adaptive revisits)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpConfig:
@@ -101,6 +103,7 @@ class HttpConfig:
             read_timeout_s=settings.http_timeout_read,
             total_timeout_s=settings.http_timeout_total,
             network=NetworkPolicy.from_settings(settings),
+            payload_digest=settings.warc_enabled or settings.documents_enabled or settings.scheduler_adaptive_enabled,
         )
 
 
@@ -120,6 +123,9 @@ class FetchResult:
     form :meth:`squall.net.warc.WarcWriter.write_fetch` takes). ``render``: set
     by the render step (:mod:`agents.render`) when the page went through a
     browser; ``body`` is then the rendered DOM when the render succeeded.
+    ``payload_digest``: :func:`squall.net.warc.payload_digest` of the body
+    as fetched (a render keeps it), computed once when the WARC archive or
+    the documents need it, else None.
     """
 
     url: str
@@ -133,6 +139,7 @@ class FetchResult:
     request_headers: list[tuple[str, str]]
     http_version: str
     render: RenderOutcome | None = None
+    payload_digest: str | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or None if absent."""
@@ -256,6 +263,7 @@ class HttpFetcher:
             ended_at_s=self._clock(),
             request_headers=[(str(k), str(v)) for k, v in response.request_info.headers.items()],
             http_version=f"HTTP/{response.version.major}.{response.version.minor}" if response.version else "",
+            payload_digest=payload_digest(body) if self.config.payload_digest else None,
         )
 
     async def resolve(self, host: str, port: int) -> list[str]:

@@ -1,5 +1,10 @@
 """WARC output: one gzip WARC file at a time, a request and a response record per fetch.
 
+A fetch whose payload is identical to one already archived for the URL (same
+payload digest) may be written as a ``revisit`` record instead of a second
+full copy (WARC 1.1 §6.7.2, profile identical-payload-digest;
+:meth:`WarcWriter.write_revisit`), as Heritrix does.
+
 A rendered page (:mod:`agents.render`) adds a ``conversion`` record (WARC 1.1
 §6.8: another version of a record's content made by an archival process)
 holding the rendered DOM, whose ``WARC-Refers-To`` is the ``WARC-Record-ID``
@@ -24,6 +29,8 @@ Config keys: ``warc.dir``, ``warc.max.size``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import socket
 import threading
@@ -40,7 +47,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-__all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter"]
+__all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter", "payload_digest"]
 
 ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
@@ -109,6 +116,7 @@ class WarcWriter:
         truncated: bool,
         http_version: str = "HTTP/1.1",
         method: str = "GET",
+        payload_digest: str | None = None,
     ) -> Path:
         """Write a ``response`` and a ``request`` record for one fetch; return the file written to.
 
@@ -116,6 +124,9 @@ class WarcWriter:
         ``WARC-Truncated: length``. ``ip`` becomes ``WARC-IP-Address`` (None
         leaves it out). ``fetched_at_s`` (Unix seconds) is the ``WARC-Date`` of
         both records, which point at each other with ``WARC-Concurrent-To``.
+        ``payload_digest``: :func:`payload_digest` of ``body`` when the caller
+        already has it (written as ``WARC-Payload-Digest``, not computed again);
+        None = computed here.
 
         Raises:
             ValueError: the writer was closed.
@@ -132,6 +143,8 @@ class WarcWriter:
                 resp_warc["WARC-IP-Address"] = ip
             if truncated:
                 resp_warc["WARC-Truncated"] = "length"
+            if payload_digest:
+                resp_warc["WARC-Payload-Digest"] = payload_digest
             resp_http = StatusAndHeaders(
                 f"{int(status)} {_clean(reason) or _phrase(status)}",
                 _stored_response_headers(response_headers, len(body)),
@@ -165,6 +178,76 @@ class WarcWriter:
             self._responses[(url, date)] = resp_id
             while len(self._responses) > _RECENT_RESPONSES:
                 self._responses.popitem(last=False)
+            self._flush_and_rotate()
+            return path
+
+    def write_revisit(
+        self,
+        url: str,
+        *,
+        request_headers: list[tuple[str, str]],
+        status: int,
+        reason: str,
+        response_headers: list[tuple[str, str]],
+        body_length: int,
+        ip: str | None,
+        fetched_at_s: float,
+        payload_digest: str,
+        refers_to_date_s: float,
+        http_version: str = "HTTP/1.1",
+        method: str = "GET",
+    ) -> Path:
+        """Write a ``revisit`` record (the payload identical to an archived one) and its ``request``; return the file.
+
+        WARC 1.1 §6.7.2, profile identical-payload-digest: the record keeps the
+        HTTP status line and headers, not the payload; ``WARC-Payload-Digest``
+        is ``payload_digest`` and ``WARC-Refers-To-Target-URI`` /
+        ``WARC-Refers-To-Date`` name the full response it repeats (``url`` at
+        ``refers_to_date_s``, the ``fetched_at_s`` given to :meth:`write_fetch`
+        then; Unix s). ``body_length``: the (decoded) body's bytes, for the
+        stored Content-Length.
+
+        Raises:
+            ValueError: the writer was closed.
+            OSError: the file could not be created or written.
+        """
+        with self._lock:
+            writer, path = self._writable()
+            micros = self.warc_version == "1.1"
+            date = _warc_date(fetched_at_s, micros=micros)
+            req_id = writer._make_warc_id()
+            rev_id = writer._make_warc_id()
+            rev_warc = {"WARC-Record-ID": rev_id, "WARC-Date": date, "WARC-Concurrent-To": req_id}
+            if ip:
+                rev_warc["WARC-IP-Address"] = ip
+            rev_http = StatusAndHeaders(
+                f"{int(status)} {_clean(reason) or _phrase(status)}",
+                _stored_response_headers(response_headers, body_length),
+                protocol=_clean(http_version) or "HTTP/1.1",
+            )
+            revisit = writer.create_revisit_record(
+                url,
+                payload_digest,
+                url,
+                _warc_date(refers_to_date_s, micros=micros),
+                http_headers=rev_http,
+                warc_headers_dict=rev_warc,
+            )
+            req_http = StatusAndHeaders(
+                f"{_request_target(url)} {_clean(http_version) or 'HTTP/1.1'}",
+                _request_headers(url, request_headers),
+                protocol=_clean(method) or "GET",
+            )
+            request = writer.create_warc_record(
+                url,
+                "request",
+                payload=io.BytesIO(b""),
+                length=0,
+                warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": rev_id},
+                http_headers=req_http,
+            )
+            writer.write_record(revisit)
+            writer.write_record(request)
             self._flush_and_rotate()
             return path
 
@@ -270,6 +353,11 @@ class WarcWriter:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def payload_digest(body: bytes) -> str:
+    """``WARC-Payload-Digest`` of a stored body: ``sha1:`` and the base32 SHA-1 (WARC 1.1 §5.9, warcio's form)."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
 
 
 def _warc_date(at_s: float, *, micros: bool) -> str:

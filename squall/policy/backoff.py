@@ -1,6 +1,6 @@
 """Back-off for rate-limited hosts: Retry-After, exponential back-off with jitter, token bucket.
 
-Seed 002 refinement 5 and StormCrawler #1973 (explicit Retry-After) / #1984
+StormCrawler #1973 (explicit Retry-After) / #1984
 (adaptive back-off for 429/503 without Retry-After, reported through the
 queue stream). The state of one host is a :class:`HostBackoff` record (a table
 value, see ``to_dict``); the functions here compute the next record and the
@@ -254,7 +254,7 @@ def backoff_delay_s(attempts: int, config: BackoffConfig) -> float:
 
 
 def on_rate_limited(state: HostBackoff | None, now_s: float, config: BackoffConfig, rng: random.Random) -> HostBackoff:
-    """Back off a host that answered 429/503 without Retry-After (seed 002 refinement 5, StormCrawler #1984).
+    """Back off a host that answered 429/503 without Retry-After (StormCrawler #1984).
 
     delay = min(max_s, base_s * 2**attempts); the wait is delay + jitter,
     jitter uniform in [0, delay/2] (spreads retries after an outage), the
@@ -288,7 +288,7 @@ def on_success(state: HostBackoff | None) -> HostBackoff:
 
 
 def deprioritised(state: HostBackoff | None, now_s: float, config: BackoffConfig) -> bool:
-    """True when the host has been backing off for ``ttl_s`` or more (seed 002: move it to a low-priority queue).
+    """True when the host has been backing off for ``ttl_s`` or more (it moves to a low-priority queue).
 
     "Backing off" lasts from the first rate limit until :func:`on_success`.
     """
@@ -299,7 +299,7 @@ def deprioritised(state: HostBackoff | None, now_s: float, config: BackoffConfig
 
 @dataclass(frozen=True)
 class TokenBucket:
-    """A per-queue token bucket (seed 002 refinement 5, layer 2): tokens left at ``updated_at_s``.
+    """A per-queue token bucket (a second layer on top of the delay): tokens left at ``updated_at_s``.
 
     Fields:
         tokens: tokens available (0..burst, fractional while refilling).

@@ -47,6 +47,7 @@ from typing import Any, TypeGuard
 from squall.errors import MessageError
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import PaceConfig, PaceState
+from squall.policy.partition import partition_for_key
 
 VERSION = 1
 LOG_KEPT = 20  #: applied commands kept per host (and per partition for crawl-wide ones): the operator log
@@ -386,3 +387,39 @@ def hand_back_at(pace: PaceState, paused: bool, now_s: float, lead_s: float) -> 
 def limit_reached(host: HostRecord, in_flight: int) -> bool:
     """Whether ``host``'s page limit leaves no place for the URLs still waiting at the fetcher (``in_flight`` of them)."""
     return host.page_limit is not None and host.pages_fetched + in_flight > host.page_limit
+
+
+class OperatorState:
+    """The crawl-wide operator state one worker's fetcher gate uses: paused partitions, each partition's pace settings.
+
+    Filled from the partitions' :class:`CrawlControl` (:meth:`set`); every
+    check is one dict or set lookup (the hot path of each turn and hand-out).
+    ``base`` is the configured :class:`squall.policy.pace.PaceConfig`,
+    ``partitions`` ``topology.partitions``.
+    """
+
+    def __init__(self, base: PaceConfig, partitions: int) -> None:
+        self.base = base
+        self.partitions = partitions
+        self.paused_partitions: set[int] = set()
+        self._configs: dict[int, PaceConfig] = {}
+
+    def set(self, partition: int, crawl: CrawlControl) -> None:
+        """Take ``crawl`` as the state of ``partition``."""
+        self._configs[partition] = pace_config(self.base, crawl)
+        if crawl.paused:
+            self.paused_partitions.add(partition)
+        else:
+            self.paused_partitions.discard(partition)
+
+    def pace_config(self, key: str) -> PaceConfig:
+        """The pace settings of queue ``key``: the configured ones, or with a ``crawl.delay`` command's default."""
+        return self._configs.get(partition_for_key(key, self.partitions), self.base)
+
+    def paused(self, key: str) -> bool:
+        """Whether the crawl is paused for queue ``key``'s partition (``crawl.pause``)."""
+        return partition_for_key(key, self.partitions) in self.paused_partitions
+
+    def hand_back_at(self, key: str, pace: PaceState, now_s: float, lead_s: float) -> float | None:
+        """:func:`hand_back_at` for queue ``key`` (its pace ``pace``) at ``now_s``."""
+        return hand_back_at(pace, self.paused(key), now_s, lead_s)

@@ -1,7 +1,7 @@
 """Crawl-delay policy: turn robots.txt Crawl-delay signals into one conservative per-host delay.
 
-Seeds 000/001 (StormCrawler ``CrawlDelayPolicy`` behind ``QueueRegulatorBolt``,
-#1979), adapted to squall: there is no RPC to URLFrontier. The host's state is
+StormCrawler's ``CrawlDelayPolicy`` behind ``QueueRegulatorBolt``
+(apache/stormcrawler #1979), adapted to squall: there is no RPC to URLFrontier. The host's state is
 a :class:`CrawlDelayState` record in a table, and the owner of the host's
 partition applies each signal with :func:`observe_crawl_delay` and writes the result
 back only when it is a different object. Hence no in-flight call, no failed-RPC
@@ -145,7 +145,7 @@ def observe_crawl_delay(
     config: CrawlDelayConfig,
     signal_id: str | None = None,
 ) -> CrawlDelayState | None:
-    """Apply one robots Crawl-delay signal to a host's state (seed 000 CrawlDelayPolicy, max-observed-wins).
+    """Apply one robots Crawl-delay signal to a host's state (StormCrawler's CrawlDelayPolicy, max-observed-wins).
 
     Args:
         state: the host's current state; None = no record yet.

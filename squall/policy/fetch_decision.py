@@ -28,20 +28,24 @@ its host's block ends (:attr:`squall.policy.pace.PaceState.ready_at_s`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from squall.errors import InvalidURL
 from squall.policy.outcome import Outcome
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState
+from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, effective_crawl_delay
 from squall.policy.robots_status import RobotsEntry
 from squall.policy.sitemaps import settle_status
+from squall.policy.urls import origin_of
 
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (seed 000)
+ROBOTS_DELAY_KEY = "robots.crawl.delay"  # metadata forwarded to the frontier (StormCrawler's CrawlDelayPolicy)
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class FetchConfig:
     """What the decisions need from the settings.
 
     Fields:
-        robots: robots.txt settings (Crawl-delay cap and force, seed 000).
+        robots: robots.txt settings (Crawl-delay cap and force, StormCrawler's CrawlDelayPolicy).
         pace: the pace model's settings.
         lead_s: ``frontier.handout.lead.secs``: a URL waiting at the fetcher
             for a block that ends later than this is handed back.
@@ -106,7 +110,7 @@ class Go:
 
     ``crawl_delay_s``: the robots Crawl-delay after the cap (s), None = none;
     ``forward_s``: whole seconds forwarded as ``robots.crawl.delay`` when the
-    cap cut a longer delay (seed 000), None = none.
+    cap cut a longer delay (StormCrawler's CrawlDelayPolicy), None = none.
     """
 
     headers: dict[str, str] = field(default_factory=dict)
@@ -205,6 +209,21 @@ def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessa
     )
 
 
+def admitted_origin(url: str, depth: int, judge: Callable[[str, int], Reason | None]) -> tuple[str, Reason | None]:
+    """The origin of a handed-out URL, and why it may not be fetched now (None: it may).
+
+    ``judge`` is the scope in force now (:class:`squall.policy.scope.LinkJudge`:
+    ``urlfilters.*``, depth, URL-shape guards): a URL queued under an earlier
+    configuration that it now refuses ends with that reason instead of being
+    fetched. A URL without a usable origin (a hand-out no frontier would
+    make) ends with its ``url.*`` reason (origin ``""``).
+    """
+    try:
+        return origin_of(url), judge(url, depth)
+    except InvalidURL as exc:
+        return "", exc.reason
+
+
 def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage, FetchEnded]:
     """The status and pace event of a URL decided without a request."""
     return _ended_as(msg, skip, now_s), ended(msg, SignalKind.OTHER, now_s, requested=False)
@@ -253,6 +272,21 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
     truncated: bool = False
+    payload_digest: str | None = None  # squall.net.warc.payload_digest of the body (None: not computed)
+    archived_at_s: float | None = None  # WARC-Date (Unix s) of the full record of this payload (None: not archived)
+
+
+def revisit_of(msg: FetchMessage, payload_digest: str | None) -> float | None:
+    """The WARC-Date (Unix s) of the archived response this fetch repeats, or None to archive it in full.
+
+    A fetch whose payload digest equals the one of the URL's last archived
+    full response (carried by the hand-out) is written as a revisit record
+    of it (WARC 1.1 §6.7.2, identical-payload-digest; Heritrix's duplicate
+    reduction).
+    """
+    if payload_digest is None or msg.archived_at_s is None or msg.payload_digest != payload_digest:
+        return None
+    return msg.archived_at_s
 
 
 def report(
@@ -276,7 +310,7 @@ def report(
         parsed: the parse step's (metadata to record, outlinks), or None.
         go: the decision the fetch was made under (its forwarded Crawl-delay).
     """
-    # seed 000: robots.crawl.delay is rebuilt from the local rules, never taken from incoming metadata
+    # robots.crawl.delay is rebuilt from the local rules, never taken from incoming metadata
     metadata = {k: v for k, v in msg.metadata.items() if k != ROBOTS_DELAY_KEY}
     if go is not None and go.forward_s is not None:
         metadata[ROBOTS_DELAY_KEY] = [str(go.forward_s)]
@@ -299,6 +333,8 @@ def report(
         last_modified=fetched.last_modified if fetched else None,
         not_modified=outcome.not_modified,
         truncated=bool(fetched and fetched.truncated),
+        payload_digest=fetched.payload_digest if fetched and outcome.status is Status.FETCHED else None,
+        archived_at_s=fetched.archived_at_s if fetched and outcome.status is Status.FETCHED else None,
         chain=msg.chain,
     )
     out = [settle_status(own)]  # a fetched sitemap that cannot be read ends ERROR with its reason
@@ -314,3 +350,24 @@ def report(
     if parsed is not None:
         out.extend(parsed[1])
     return out
+
+
+def same_partition_batch(statuses: list[StatusMessage], own: int, key: str, mode: str, partitions: int) -> int | None:
+    """Index in ``statuses`` of the first outlink batch of queue ``key``'s partition, or None.
+
+    The batch (plain DISCOVERED, not a seed) rides in the page's own result
+    (``StatusMessage.discovered``), so the status updater applies both in one
+    event; ``own`` is the index of that result, ``mode`` is
+    ``partition.url.mode``, ``partitions`` is ``topology.partitions``.
+    """
+    partition = partition_for_key(key, partitions)
+    for i, status in enumerate(statuses):
+        if (
+            i != own
+            and status.fetched_at_s is None
+            and status.status is Status.DISCOVERED
+            and not status.seed
+            and partition_for_key(partition_key(status.url, mode), partitions) == partition
+        ):
+            return i
+    return None

@@ -1,6 +1,6 @@
 """The fetcher's fetch queues: one queue per host/domain, served in next-fetch-time order.
 
-Seed 004 (StormCrawler #2129, ``FetchItemQueues``) adapted to one asyncio
+StormCrawler's ``FetchItemQueues`` (apache/stormcrawler PR #2129) adapted to one asyncio
 thread, so there are no locks but the same design:
 
 * one :class:`FetchQueue` per queue key (host, domain or IP, per
@@ -82,6 +82,15 @@ class FetchQueues(Generic[T]):
 
     Raises:
         ValueError: ``threads_per_queue`` < 1, ``max_queue_size`` < -1.
+
+    Why its own ticket heap beside :class:`squall.policy.frontier.DueIndex`'s:
+    the two order different things with different invalidation. Here a
+    queue's ticket is re-timed on every fetch end and Retry-After (often, by
+    ``seq``), queues are few (the hosts being fetched now) and a ticket is
+    never compacted; the due index holds a ticket per host of a partition
+    (up to millions), invalidated by identity when the host's due time or
+    eligibility moves, and compacts its heap when stale tickets pile up.
+    One shared class would carry both schemes and the cost of the larger.
     """
 
     def __init__(self, threads_per_queue: int, max_queue_size: int) -> None:

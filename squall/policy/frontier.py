@@ -50,8 +50,8 @@ class HostRecord:
     written by the queue regulator from the same model the fetcher's gate uses.
     ``in_flight`` maps each handed-out URL to its hand-out time; ``seen_fetch_ids``
     keeps the last signals applied (re-delivery is idempotent);
-    ``crawl_delay`` is the CrawlDelayPolicy state (seed 000) and ``backoff``
-    the HostBackoff state (seed 002) as dicts; ``rejected`` counts policy
+    ``crawl_delay`` is the CrawlDelayPolicy state (StormCrawler's) and ``backoff``
+    the HostBackoff state as dicts; ``rejected`` counts policy
     rejections of URLs of this host per :class:`squall.policy.records.Reason` value.
     ``seeded_hosts``: the host names seeded under this key (byIP: one
     address serves several names, and only a seeded name is in scope).
@@ -205,7 +205,7 @@ def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:
     return max(1, min(ahead, 1 + math.ceil(lead_s / delay_s)))
 
 
-class _Heap(list):
+class _Heap(list[tuple[float, int, str, "_Heap"]]):
     """One queue's URLs of one priority: a heap of entries ``(due_s, seq, url, heap)``."""
 
     __slots__ = ("priority", "queue")
@@ -259,12 +259,12 @@ class DueIndex:
 
     Within a host, URLs whose next fetch time has come are taken by higher
     ``priority`` first, then earlier next fetch time, then first pushed
-    (seeds before discovered URLs, issue 4 §4); a URL not yet due never
+    (seeds before discovered URLs); a URL not yet due never
     blocks one that is. Not thread-safe; used from one asyncio loop. URLs are
     identified by their canonical string; pushing a URL already indexed
     replaces its entry.
 
-    Shape (issue 9 §5, flat hand-out cost): per queue, one heap per distinct
+    Shape (a flat hand-out cost, docs/benchmarks.md: a million URLs): per queue, one heap per distinct
     priority of ``(due_s, seq, url, heap)`` entries, and ``url → entry`` for
     the live ones (an entry is live when it is the one mapped: replacing or
     removing a URL leaves its old entry in its heap, skipped when reached).
@@ -278,7 +278,8 @@ class DueIndex:
     :meth:`set_host_ready` O(P + log n); :meth:`pop_due` O(P + log n) per URL
     and per host taken, P being the distinct priorities of one queue's URLs
     (1 or 2 in a crawl: seeds and discovered URLs); nothing scans the URLs of
-    a queue or of the index.
+    a queue or of the index. Its ticket heap is not the fetch queues' (see
+    :class:`squall.policy.fetch_queues.FetchQueues` for why the two keep their own).
     """
 
     SLACK = 64  #: stale entries allowed beyond the live ones before a heap is rebuilt

@@ -12,7 +12,7 @@ never its answer's, so the lease never outlasts what the coordinator granted.
 A worker cut off from the broker (an outage, a network split) keeps the
 hand-outs it holds and, without a fence, goes on fetching them while the
 coordinator expires it and another worker takes its hosts over — two
-workers on one host, faster than its delay (issue 9, fault trial seed 9103).
+workers on one host, faster than its delay (the fault suite's broker kill -9 trial, tests/faults/schedule.py).
 With the fence the fetcher starts no request once the lease has less than
 ``kafka.session.fence.margin.secs`` left: the margin covers the time
 between a granted turn and the request reaching the server (connection
@@ -29,7 +29,7 @@ FENCED_INSTANCE_ID (82) to any of them end the membership at once.
 A heartbeat answered after the fence closed is not trusted (:func:`judge`):
 once the coordinator has been out of reach for longer than the lease, this
 worker cannot tell whether the group it answers for is the one that gave it
-its partitions. Kafka 4.1 was seen (fault trial 9103, 2026-12-01) answering
+its partitions. Kafka 4.1 was seen (the broker kill -9 fault trial, 2026-12-01) answering
 a member's heartbeat with NONE after a broker restart, then within 0.1 s
 refusing that member's OffsetCommit as from an unknown member, while the
 other member rejoined alone and took every partition; the confirmed worker

@@ -40,3 +40,36 @@ def for_record(previous: Metadata, incoming: Metadata, persist: Iterable[str]) -
     out = {k: list(v) for k, v in previous.items()}
     out.update(select(incoming, persist))
     return out
+
+
+def parse_mapping(entries: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``indexer.md.mapping`` entries → ((metadata key, document field), ...), in order.
+
+    StormCrawler's form: ``key=field``; an entry without ``=`` keeps its
+    name (``crawl`` is ``crawl=crawl``). Spaces around either side are
+    ignored.
+
+    Raises:
+        ValueError: an entry with an empty key or field (e.g. ``=title``).
+    """
+    out: list[tuple[str, str]] = []
+    for entry in entries:
+        key, sep, name = str(entry).partition("=")
+        key, name = key.strip(), (name.strip() if sep else key.strip())
+        if not key or not name:
+            raise ValueError(f"{entry!r} is not 'key=field'")
+        out.append((key, name))
+    return tuple(out)
+
+
+def mapped(metadata: Metadata, mapping: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """The document fields ``mapping`` (:func:`parse_mapping`) makes of ``metadata``; absent keys are left out.
+
+    Two keys mapped to one field have their values joined, in mapping order.
+    """
+    out: dict[str, list[str]] = {}
+    for key, name in mapping:
+        values = metadata.get(key)
+        if values:
+            out.setdefault(name, []).extend(str(v) for v in values)
+    return out

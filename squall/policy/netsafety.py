@@ -2,7 +2,7 @@
 
 Pure: no I/O, no DNS. :mod:`squall.net.http` resolves a host once, judges every
 address with :func:`check_address`, and connects only to an address judged
-here: seed 003 asks the fetch layer to validate resolved destinations
+here: the fetch layer has to validate resolved destinations
 against network policy and to guard against DNS rebinding.
 
 Refused unless inside an allowed CIDR (``http.private.networks.allow``):

@@ -2,7 +2,7 @@
 
 Pure mapping from an HTTP answer (or a transport failure) to an
 :class:`Outcome`; the fetcher turns it into a status message and a signal.
-Sources: seed 003 (transient vs permanent), StormCrawler #1973 (Retry-After)
+Sources: transient vs permanent failures, StormCrawler #1973 (Retry-After)
 and #1984 (headerless 429/503 back-off), RFC 9110 §15 (status classes).
 
 ====================  ===========  =========================  ===============

@@ -14,16 +14,16 @@ next, StormCrawler ``FetcherBolt`` semantics) is the maximum of:
   for the queue (``host.delay``, :mod:`squall.policy.control`; a floor under
   the Crawl-delay whatever ``fetcher.server.delay.force`` says);
 * the robots.txt Crawl-delay of the host, capped per ``fetcher.max.crawl.delay``
-  / ``fetcher.max.crawl.delay.force`` (seed 000; the cap is applied by
+  / ``fetcher.max.crawl.delay.force`` (StormCrawler's CrawlDelayPolicy; the cap is applied by
   :func:`squall.policy.robots_rules.effective_crawl_delay`). With
   ``fetcher.server.delay.force`` true (the default) the operator's delay is a
   floor: a site's lower Crawl-delay never speeds up its host. With false, a
   lower Crawl-delay replaces it, never below ``fetcher.server.min.delay``. A
   Crawl-delay of 0 is ignored either way;
-* the frontier's robots delay (seed 000's CrawlDelayPolicy, whole seconds,
+* the frontier's robots delay (StormCrawler's CrawlDelayPolicy, whole seconds,
   max-observed-wins; only with ``frontier.robots.crawl.delay.enabled``);
 * for a host backing off for longer than ``frontier.backoff.ttl.secs``:
-  ``frontier.backoff.max.secs`` (seed 002: a deprioritised host).
+  ``frontier.backoff.max.secs`` (a deprioritised host).
 
 On top of the delay, a block (``blocked_until_s``) holds the host:
 
@@ -31,7 +31,7 @@ On top of the delay, a block (``blocked_until_s``) holds the host:
   ``frontier.retry.after.max.secs`` (default one day; above it the host waits
   the cap, and :attr:`PaceState.capped_retry_after` tells the caller to log it);
 * a 429/503 without a usable Retry-After (absent, invalid, 0 or a date in the
-  past) gets the exponential back-off of :mod:`squall.policy.backoff` (seed 002:
+  past) gets the exponential back-off of :mod:`squall.policy.backoff` (
   ``frontier.backoff.base.secs`` doubling per consecutive answer, jitter that
   only lengthens, capped at ``frontier.backoff.max.secs``), so repeated
   answers make the gaps grow;
@@ -69,8 +69,8 @@ class PaceConfig:
             a floor under any Crawl-delay.
         retry_after_max_s: ``frontier.retry.after.max.secs``, longest
             Retry-After honoured (> 0).
-        backoff: ``frontier.backoff.*`` (seed 002).
-        crawl: ``frontier.robots.*`` (seed 000, frontier robots pacing).
+        backoff: ``frontier.backoff.*``.
+        crawl: ``frontier.robots.*`` (frontier robots pacing, StormCrawler's CrawlDelayPolicy).
     """
 
     server_delay_s: float
@@ -103,8 +103,8 @@ class PaceState:
             delay (end of the last request + the delay in force then).
         delay_s: the delay in force after the last request (s); a new owner
             of the queue waits it after taking over (see :func:`on_takeover`).
-        backoff: Retry-After / back-off state (seed 002); None = never rate limited.
-        crawl: the frontier's robots delay (seed 000); None = none.
+        backoff: Retry-After / back-off state; None = never rate limited.
+        crawl: the frontier's robots delay (StormCrawler's CrawlDelayPolicy); None = none.
         capped_retry_after: the last Retry-After was longer than
             ``frontier.retry.after.max.secs`` and was cut to it (for logging).
         operator_delay_s: the operator's delay of this queue (s, a ``host.delay``
@@ -150,7 +150,7 @@ class FetchEnded:
         crawl_delay_s: the host's robots Crawl-delay after the cap (s), None = none.
         retry_until_s: for RETRY_AFTER, the Retry-After time (Unix s).
         forwarded_crawl_delay_s: whole seconds forwarded to the frontier
-            (metadata ``robots.crawl.delay``, seed 000), None = none.
+            (metadata ``robots.crawl.delay``, StormCrawler's CrawlDelayPolicy), None = none.
     """
 
     fetch_id: str
@@ -189,9 +189,9 @@ def delay_in_force(config: PaceConfig, crawl_delay_s: float | None, state: PaceS
             delay_s = max(crawl_delay_s, config.min_delay_s)  # the site may speed up its own host, down to min
     if state is not None:
         if config.crawl.enabled and state.crawl is not None and state.crawl.delay_s:
-            delay_s = max(delay_s, float(state.crawl.delay_s))  # seed 000: frontier pacing, whole seconds
+            delay_s = max(delay_s, float(state.crawl.delay_s))  # frontier robots pacing, whole seconds
         if deprioritised(state.backoff, now_s, config.backoff):
-            delay_s = max(delay_s, config.backoff.max_s)  # seed 002: one request per maximum back-off
+            delay_s = max(delay_s, config.backoff.max_s)  # deprioritised: one request per maximum back-off
     return delay_s
 
 
@@ -205,7 +205,7 @@ def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) 
            whose Retry-After was absent, invalid, 0 or past) adds one
            exponential back-off step with jitter seeded by ``fetch_id``; OTHER
            leaves the back-off as it is.
-        2. The forwarded robots delay (seed 000) is applied to the frontier's
+        2. The forwarded robots delay (StormCrawler's CrawlDelayPolicy) is applied to the frontier's
            robots-delay state (max-observed-wins, decay window).
         3. When a request was made: ``next_fetch_at_s`` = max(previous,
            ``at_s`` + :func:`delay_in_force`). Without a request the delay does
@@ -265,15 +265,15 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
     the durable state with the take-over rule (:func:`on_takeover`: what
     another owner did meanwhile), ``memory`` this worker's own pace, which
     may hold what the record does not have yet — its last request, a
-    Retry-After answered just before the rebalance (issue 9, fault trial
-    9103: a 503 with ``Retry-After: 2`` forgotten across generations 1 → 3,
+    Retry-After answered just before the rebalance (the broker kill -9
+    fault trial: a 503 with ``Retry-After: 2`` forgotten across generations 1 → 3,
     the next request 1.7 s later). The later next start, the longer delay
     and the later block win (the block's back-off state with it; the higher
     back-off exponent); of the two robots delay states the one with the
     longer delay (the record's on a tie).
 
     Also for a signal applied to the record after this worker read it
-    (:meth:`agents.fetcher.FetcherRuntime.learn`): an earlier owner's last
+    (:meth:`squall.worker.fetch_runtime.FetcherRuntime.learn`): an earlier owner's last
     request, answered after the take-over.
     """
     later = memory.backoff is not None and (record.backoff is None or memory.blocked_until_s > record.blocked_until_s)

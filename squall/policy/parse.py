@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 from w3lib.encoding import html_to_unicode
 
 __all__ = ["ParseResult", "is_parseable", "parse_html", "robots_directives"]
@@ -261,7 +261,7 @@ def _decode(body: bytes, content_type: str | None) -> tuple[str, str]:
     return charset, text.replace("\x00", "")
 
 
-def _attrs(node) -> dict[str, str]:
+def _attrs(node: LexborNode) -> dict[str, str]:
     """Attributes with lower-case names; a valueless attribute is the empty string."""
     try:
         return {str(k).lower(): (v or "") for k, v in node.attributes.items()}

@@ -109,4 +109,5 @@ def partition_for_key(key: str, partitions: int) -> int:
 
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
-    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(key.encode("utf-8"))  # aiokafka's partitioner is untyped
+    return (hashed & 0x7FFFFFFF) % partitions

@@ -38,9 +38,9 @@ class ReasonCategory(str, Enum):
 
     INPUT = "input"  # a message that could not be decoded
     URL = "url"  # a URL that cannot be crawled: refused before any request
-    SCOPE = "scope"  # outside the crawl's scope (seed 002): a policy rejection
-    TRAP = "trap"  # a crawler-trap guard (seed 002): a policy rejection
-    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, seed 000)
+    SCOPE = "scope"  # outside the crawl's scope: a policy rejection
+    TRAP = "trap"  # a crawler-trap guard: a policy rejection
+    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, StormCrawler's CrawlDelayPolicy)
     REDIRECT = "redirect"  # a redirect that is not followed
     HTTP = "http"  # the host answered with an HTTP error
     TRANSPORT = "transport"  # no usable answer: timeout, DNS, connection, protocol, SSRF guard
@@ -74,7 +74,7 @@ class Reason(StrEnum):
     URL_HOST = "url.host", ReasonCategory.URL
     URL_USERINFO = "url.userinfo", ReasonCategory.URL
     URL_TOO_LONG = "url.too_long", ReasonCategory.URL
-    # scope and trap guards (seed 002 a–d) — policy rejections, never fetch failures
+    # scope and trap guards (canonical URLs, scope, known URLs, redirect loops) — policy rejections, never fetch failures
     SCOPE_HOST = "scope.host", ReasonCategory.SCOPE
     SCOPE_REGEX = "scope.regex", ReasonCategory.SCOPE
     TRAP_DEPTH = "trap.depth", ReasonCategory.TRAP
@@ -84,7 +84,7 @@ class Reason(StrEnum):
     TRAP_REPEATED_RUN = "trap.repeated_run", ReasonCategory.TRAP
     TRAP_HOST_SEGMENT = "trap.host_segment", ReasonCategory.TRAP
     TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param", ReasonCategory.TRAP
-    # robots.txt (RFC 9309) and Crawl-delay (seed 000)
+    # robots.txt (RFC 9309) and Crawl-delay (StormCrawler's CrawlDelayPolicy)
     ROBOTS_DENIED = "robots.denied", ReasonCategory.ROBOTS  # disallowed by the rules (ERROR); only that
     # robots.txt unreachable (5xx, 429, timeout, ...): complete disallow, so the URL is not attempted and
     # waits for the robots retry (DISCOVERED, RFC 9309 §2.3.1.4); never "denied"
@@ -188,7 +188,11 @@ class StatusMessage:
     (Unix time, seconds), ``seed`` (true for seeds: their host is in scope),
     ``retry_after_s`` (Unix time before which the URL must not be fetched
     again), ``etag`` / ``last_modified`` (validators for revisits),
-    ``priority`` (higher first), ``not_modified`` (a 304 answer).
+    ``priority`` (higher first), ``not_modified`` (a 304 answer),
+    ``payload_digest`` (of a fetched body, ``sha1:<base32>``: the adaptive
+    schedule compares it with the record's), ``archived_at_s`` (the WARC-Date,
+    Unix s, of the full response record holding that payload: this fetch's, or
+    the earlier one a revisit record refers to; None: not archived).
     ``moved``: the URL's record (a ``UrlRecord`` dict) from the partition of
     its former key, sent along when its host moved to another address
     (``partition.url.mode: byIP``; never in a batch); absent otherwise.
@@ -233,6 +237,8 @@ class StatusMessage:
     priority: int | None = None
     not_modified: bool = False
     truncated: bool = False
+    payload_digest: str | None = None
+    archived_at_s: float | None = None
     chain: list[str] = field(default_factory=list)
     more_urls: list[str] = field(default_factory=list)
     rejected: dict[str, dict[Reason, int]] = field(default_factory=dict)
@@ -298,6 +304,8 @@ class StatusMessage:
             ("priority", int),
             ("not_modified", bool),
             ("truncated", bool),
+            ("payload_digest", str),
+            ("archived_at_s", (int, float)),
             ("chain", list),
             ("moved", dict),
         ):
@@ -371,7 +379,10 @@ class FetchMessage:
 
     ``handed_out_at_s`` is the spout's clock (Unix seconds); ``attempt`` counts
     fetches of this URL so far (0 for the first); ``etag``/``last_modified``
-    are sent as If-None-Match / If-Modified-Since on a revisit.
+    are sent as If-None-Match / If-Modified-Since on a revisit;
+    ``payload_digest`` / ``archived_at_s``: the digest of the URL's last
+    archived full response and that record's WARC-Date (Unix s), so an
+    unchanged payload is archived as a revisit of it (``warc.revisits``).
     """
 
     url: str
@@ -383,6 +394,8 @@ class FetchMessage:
     etag: str | None = None
     last_modified: str | None = None
     chain: list[str] = field(default_factory=list)
+    payload_digest: str | None = None
+    archived_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
@@ -401,6 +414,8 @@ class FetchMessage:
                 etag=obj.get("etag"),
                 last_modified=obj.get("last_modified"),
                 chain=_str_list(obj.get("chain", []), "chain"),
+                payload_digest=None if obj.get("payload_digest") is None else str(obj["payload_digest"]),
+                archived_at_s=None if obj.get("archived_at_s") is None else float(obj["archived_at_s"]),
             )
             # a non-finite time (NaN, inf) would poison the due index and the pace model
             _finite(msg.handed_out_at_s, "handed_out_at_s")
@@ -410,7 +425,7 @@ class FetchMessage:
 
 
 class SignalKind(str, Enum):
-    """What one fetch told about its host's pace (seed 000, StormCrawler #1973/#1984, seed 002)."""
+    """What one fetch told about its host's pace (StormCrawler CrawlDelayPolicy, #1973, #1984)."""
 
     SUCCESS = "success"  # answered without a rate limit: back-off resets
     RETRY_AFTER = "retry_after"  # 429/503 with a valid Retry-After: host blocked until retry_until_s
@@ -432,7 +447,7 @@ class SignalMessage:
     None = none). ``delay_s``: the delay in force the fetcher computed (s,
     informative). ``retry_until_s``: the Retry-After time of a RETRY_AFTER.
     ``robots_crawl_delay_s``: metadata ``robots.crawl.delay`` (whole seconds,
-    only when the fetcher capped a Crawl-delay, seed 000).
+    only when the fetcher capped a Crawl-delay, StormCrawler's CrawlDelayPolicy).
     ``handed_out_at_s``: the spout's hand-out time of the fetch, so a late or
     re-delivered signal never frees a newer hand-out of the same URL.
     """

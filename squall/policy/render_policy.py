@@ -2,9 +2,8 @@
 
 Pure: no I/O, no browser, no clock. :mod:`squall.net.render` drives Chromium and
 asks this module about every request the browser makes; :mod:`agents.render`
-decides per page and records the outcome. Source of the feature: seed 002,
-refinement 6e (render JS-only pages selectively, with a small pool), and
-issue 12 (the browser's own requests obey squall's rules).
+decides per page and records the outcome. The feature: render JavaScript-only pages selectively, with a
+small pool, and the browser's own requests obey squall's rules.
 
 A page is rendered (:func:`should_render`) only when ``render.enabled`` is
 true, the answer is a 2xx HTML page without ``nofollow``, and either its host
@@ -48,6 +47,8 @@ from squall.policy.parse import ParseResult
 from squall.policy.partition import is_ip_literal, partition_key
 
 if TYPE_CHECKING:
+    from squall.policy.robots_rules import RobotsRules
+    from squall.policy.robots_status import RobotsEntry
     from squall.settings import Settings
 
 __all__ = [
@@ -94,7 +95,7 @@ RESOURCE_TYPES = frozenset(
         "other",
     }
 )
-# Framework signatures of a client-rendered shell (seed 002: "<div id="root"></div>, __NEXT_DATA__, etc.").
+# Framework signatures of a client-rendered shell ("<div id="root"></div>, __NEXT_DATA__, etc.").
 _EMPTY_MOUNT = re.compile(
     rb"""<(?:div|main|section|app-root)\b[^>]*\bid\s*=\s*["']?(root|app|__next|__nuxt|q-app|svelte)\b["']?[^>]*>\s*</""",
     re.IGNORECASE,
@@ -126,7 +127,7 @@ class Refusal(str, Enum):
 
 
 class RenderFailure(str, Enum):
-    """Why a render ended without a DOM: the page keeps its raw HTML's links (issue 12)."""
+    """Why a render ended without a DOM: the page keeps its raw HTML's links."""
 
     TIMEOUT = "render.timeout"  # render.timeout passed before the page settled
     CRASH = "render.crash"  # the browser or the page crashed; the pool restarts it
@@ -142,6 +143,24 @@ class RobotsAnswer(str, Enum):
     DENIED = "denied"  # the rules disallow the URL
     UNAVAILABLE = "unavailable"  # robots.txt unreachable: nothing of the origin may be fetched (RFC 9309 §2.3.1.4)
     UNKNOWN = "unknown"
+
+
+def robots_answer(known: tuple[RobotsEntry, RobotsRules] | None, url: str, now_s: float) -> RobotsAnswer:
+    """What the cached robots.txt of ``url``'s origin (``known``: entry and rules, or None) says of ``url``.
+
+    A browser request is never the one that fetches robots.txt: unknown or
+    stale is UNKNOWN (refused, so nothing is fetched outside the host's
+    pace); unreachable is UNAVAILABLE (RFC 9309 §2.3.1.4: nothing of the
+    origin may be fetched).
+    """
+    if known is None:
+        return RobotsAnswer.UNKNOWN
+    entry, rules = known
+    if entry.blocks_origin:
+        return RobotsAnswer.UNAVAILABLE
+    if not entry.is_fresh(now_s):
+        return RobotsAnswer.UNKNOWN
+    return RobotsAnswer.ALLOWED if rules.allowed(url) else RobotsAnswer.DENIED
 
 
 @dataclass(frozen=True)
@@ -383,7 +402,7 @@ class RenderTally:
     """Requests of one render: how many were sent, how many refused per reason."""
 
     sent: int = 0
-    refused: Counter = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)
     cached: int = 0
 
     def refuse(self, reason: Refusal) -> None:

@@ -3,7 +3,7 @@
 Pure policy. :func:`parse_robots` turns a fetched body into
 :class:`RobotsRules` ("may this URL be fetched", "which Crawl-delay
 applies"); :func:`effective_crawl_delay` applies ``fetcher.max.crawl.delay``
-(seed 000). What to do with a robots.txt *fetch* (status codes, cache
+(StormCrawler's CrawlDelayPolicy). What to do with a robots.txt *fetch* (status codes, cache
 lifetime, unreachable hosts) is :mod:`squall.policy.robots_status`.
 
 Group selection is done here, not by Protego: Protego matches a group's
@@ -86,7 +86,7 @@ class RobotsConfig:
     ``agents``: product tokens (lower case) matched against User-agent
     groups, first match wins. ``content_limit``: bytes of robots.txt parsed
     (negative = no cap). ``allow_on_403``: 401/403 means allow all (else
-    disallow all). ``allow_on_5xx``: unreachable means allow all (seed 002)
+    disallow all). ``allow_on_5xx``: unreachable means allow all
     instead of complete disallow (RFC 9309 §2.3.1.4).
     """
 
@@ -399,7 +399,7 @@ def parse_robots(body: bytes, config: RobotsConfig) -> RobotsRules:
 
 @dataclass(frozen=True)
 class CrawlDelayDecision:
-    """What the fetcher does with a robots Crawl-delay (seconds; seed 000).
+    """What the fetcher does with a robots Crawl-delay (seconds; StormCrawler's CrawlDelayPolicy).
 
     ``delay_s``: the delay applied between fetches of the host (None: no
     robots delay, or ``too_long``). ``too_long``: the delay exceeds
@@ -415,7 +415,7 @@ class CrawlDelayDecision:
 
 
 def effective_crawl_delay(rules_delay_s: float | None, config: RobotsConfig) -> CrawlDelayDecision:
-    """Apply ``fetcher.max.crawl.delay`` / ``.force`` to a robots Crawl-delay (seconds; seed 000).
+    """Apply ``fetcher.max.crawl.delay`` / ``.force`` to a robots Crawl-delay (seconds; StormCrawler's CrawlDelayPolicy).
 
     Delays up to the cap (inclusive) are honoured as is, fractions too (0.5 s).
     """

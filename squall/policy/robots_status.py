@@ -8,8 +8,8 @@ decoded entries in front of that table. The rules themselves are
 :mod:`squall.policy.robots_rules`.
 
 Rule sources: RFC 9309 §2.3.1 (status codes, unreachable), §2.4 (caching;
-it wins where seed 002 disagrees), seed 002 refinement 4 (refresh ahead, the
-opt-in permissive 5xx choice), StormCrawler keys ``http.robots.*``.
+it wins where other readings disagree), the
+opt-in permissive 5xx choice, StormCrawler keys ``http.robots.*``.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class RobotsEntry:
     after a failure. ``last_good_text`` / ``last_good_at_s``: the last
     answered robots.txt (``""`` = allow all), used after
     ``unreachable_grace_s`` (RFC 9309 §2.3.1.4). ``permissive_fallback``:
-    the seed 002 opt-in ``http.robots.5xx.allow`` was applied (log it).
+    the opt-in ``http.robots.5xx.allow`` was applied (log it).
     ``http_status``: status of the last fetch, None for a transport failure.
     ``truncated``: the last good copy was cut at ``http.robots.content.limit``
     (or by the fetcher's ``http.content.limit``): log it, ``squall status``
@@ -93,7 +93,9 @@ class RobotsEntry:
     truncated: bool = False
     etag: str | None = None
     last_modified: str | None = None
-    _rules_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _rules_cache: dict[tuple[str, ...], RobotsRules] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, RobotsKind):
@@ -119,7 +121,7 @@ class RobotsEntry:
         return now_s < self.expires_at_s
 
     def needs_refresh(self, now_s: float, config: RobotsConfig) -> bool:
-        """True when a background fetch of robots.txt is due (seed 002: refresh before expiry).
+        """True when a background fetch of robots.txt is due (refreshed before it expires).
 
         After a failure: once ``retry_at_s`` has come. Otherwise: from
         ``refresh_ahead_s`` seconds before ``expires_at_s``.
@@ -280,7 +282,7 @@ def decide(
       per consecutive failure up to ``retry_max_s``. Exceptions, in order:
       a previous answered entry that is still fresh keeps being used until it
       expires; after ``unreachable_grace_s`` the last good copy is used if
-      there is one; ``allow_on_5xx`` (seed 002) uses the last good copy or
+      there is one; ``allow_on_5xx`` uses the last good copy or
       else allows all, with ``permissive_fallback=True``.
     """
     status = outcome.status
@@ -361,7 +363,7 @@ def decide(
             **common,
         )
     if config.allow_on_5xx:
-        # Seed 002's permissive choice: never stall the crawl; the caller logs it.
+        # The permissive choice: never stall the crawl; the caller logs it.
         if last_good_text is not None:
             return RobotsEntry(
                 kind=RobotsKind.RULES,
@@ -380,7 +382,7 @@ def decide(
 
 
 class RobotsCache:
-    """In-process LRU of origin → (RobotsEntry, RobotsRules) in front of the robots table (seed 002).
+    """In-process LRU of origin → (RobotsEntry, RobotsRules) in front of the robots table.
 
     ``max_size`` is ``http.robots.cache.lru.size`` (entries); the least
     recently used origin is dropped when it is exceeded. The durable table

@@ -6,7 +6,7 @@ function is pure and idempotent: applying the same message twice gives the
 same record (re-delivery is normal under at-least-once, docs/architecture.md
 invariant 3).
 
-Rules (seed 003: transient vs permanent failures; StormCrawler keys):
+Rules (transient vs permanent failures; StormCrawler keys):
 
 * DISCOVERED for an unknown URL creates the record, due now. For a known URL
   it changes nothing (deduplication is exact on the canonical URL).
@@ -52,7 +52,8 @@ incoming            to status            reason                 next fetch at
 ==================  ===================  =====================  ==================================
 DISCOVERY           unchanged            unchanged              unchanged (sitemap news aside)
 NOT_ATTEMPTED       unchanged            the message's          ``retry_after_s``, else the time
-FETCHED             FETCHED              the message's (none)   + revisit interval (None: never)
+FETCHED             FETCHED              the message's (none)   + revisit interval (None: never),
+                                                                adaptive if configured (below)
 REDIRECTION         REDIRECTION          the message's (none)   + ``fetchInterval.default``
 RATE_LIMITED        unchanged            http.rate_limited      ``retry_after_s``, else the time
  (the max.rate.     ERROR                http.rate_limited      + ``fetchInterval.error``
@@ -63,6 +64,13 @@ FETCH_ERROR         FETCH_ERROR          the message's          + ``fetchInterva
  errors-th)
 ERROR               ERROR                the message's          + ``fetchInterval.error``
 ==================  ===================  =====================  ==================================
+
+Adaptive revisits (``scheduler.adaptive.*``, StormCrawler's AdaptiveScheduler,
+:func:`adaptive_interval`): a FETCHED result whose payload digest equals the
+record's, or a 304, multiplies the record's interval by 1 + rate.incr (at most
+the maximum); a new digest moves it towards the minimum; the first one keeps
+the default. The record keeps the interval, the reason and the digest (a 304
+keeps the earlier digest: it carries no body).
 
 Every result counts one attempt except NOT_ATTEMPTED and an ERROR without
 ``http_status`` (a policy rejection: no request was made); FETCHED and
@@ -107,6 +115,7 @@ class ScheduleConfig:
     max_fetch_errors: int  # max.fetch.errors
     max_rate_limits: int | None  # max.rate.limits; None = never give up
     changefreq_revisit: bool  # sitemap.changefreq.revisit
+    adaptive: AdaptiveConfig | None = None  # scheduler.adaptive.*; None = scheduler.adaptive.enabled false
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ScheduleConfig:
@@ -121,7 +130,62 @@ class ScheduleConfig:
             settings.max_fetch_errors,
             None if limit < 0 else limit,
             settings.sitemap_changefreq_revisit,
+            AdaptiveConfig.from_settings(settings) if settings.scheduler_adaptive_enabled else None,
         )
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """StormCrawler's AdaptiveScheduler: interval bounds in SECONDS (its keys are minutes), rates in (0, 1]."""
+
+    min_interval_s: float  # scheduler.adaptive.fetchInterval.min
+    max_interval_s: float  # scheduler.adaptive.fetchInterval.max
+    rate_incr: float  # scheduler.adaptive.fetchInterval.rate.incr
+    rate_decr: float  # scheduler.adaptive.fetchInterval.rate.decr
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AdaptiveConfig:
+        return cls(
+            settings.scheduler_adaptive_fetch_interval_min * 60.0,
+            settings.scheduler_adaptive_fetch_interval_max * 60.0,
+            settings.scheduler_adaptive_fetch_interval_rate_incr,
+            settings.scheduler_adaptive_fetch_interval_rate_decr,
+        )
+
+
+class IntervalReason(Enum):
+    """Why a FETCHED URL's adaptive revisit interval is what it is (``interval_reason`` of its record)."""
+
+    FIRST = "first"  # no earlier digest to compare with: the default interval (or the sitemap changefreq)
+    UNCHANGED = "unchanged"  # the payload digest is the last fetch's: the interval grew
+    NOT_MODIFIED = "not_modified"  # a 304 answer: the interval grew
+    CHANGED = "changed"  # a new payload digest: the interval shrank
+
+
+def adaptive_interval(
+    previous_s: float | None,
+    old_digest: str | None,
+    new_digest: str | None,
+    not_modified: bool,
+    default_s: float,
+    config: AdaptiveConfig,
+) -> tuple[float, IntervalReason]:
+    """The next revisit interval (s) of a FETCHED page and why (StormCrawler's AdaptiveScheduler rules).
+
+    ``previous_s``: the record's interval (None: none yet, ``default_s`` is
+    the starting point). Unchanged digest or 304: × (1 + rate.incr), at most
+    the maximum. Changed: (1 − rate.decr) × interval + rate.decr × minimum —
+    a step towards the minimum that slows as it nears it. No digest to
+    compare (first fetch, or no digest): ``default_s`` kept as the interval.
+    """
+    interval = default_s if previous_s is None else previous_s
+    if not_modified or (old_digest is not None and old_digest == new_digest):
+        grown = min(interval * (1.0 + config.rate_incr), config.max_interval_s)
+        return grown, IntervalReason.NOT_MODIFIED if not_modified else IntervalReason.UNCHANGED
+    if old_digest is None or new_digest is None:
+        return interval, IntervalReason.FIRST
+    shrunk = (1.0 - config.rate_decr) * interval + config.rate_decr * config.min_interval_s
+    return max(shrunk, config.min_interval_s), IntervalReason.CHANGED
 
 
 @dataclass(frozen=True)
@@ -132,8 +196,14 @@ class UrlRecord:
     ``attempts`` counts requests made for this URL, ``fetch_errors`` the
     consecutive transient failures, ``rate_limits`` the consecutive
     rate-limited answers (429/503). ``chain`` is the redirect chain that led
-    here (oldest first). ``status`` and ``reason`` are enums; the table holds
-    their values (:meth:`to_dict`).
+    here (oldest first). ``payload_digest``: the ``WARC-Payload-Digest`` form
+    digest of the last full body fetched; ``archived_at_s``: the WARC-Date
+    (Unix s) of the full response record holding it (None: not archived).
+    ``fetch_interval_s`` /
+    ``interval_reason``: the adaptive revisit interval (s) and why
+    (``scheduler.adaptive.enabled``; None otherwise). ``status``,
+    ``reason`` and ``interval_reason`` are enums; the table holds their
+    values (:meth:`to_dict`).
     """
 
     url: str
@@ -155,11 +225,16 @@ class UrlRecord:
     metadata: dict[str, list[str]] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)
     truncated: bool = False
+    payload_digest: str | None = None
+    archived_at_s: float | None = None
+    fetch_interval_s: float | None = None
+    interval_reason: IntervalReason | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
         d["reason"] = None if self.reason is None else self.reason.value
+        d["interval_reason"] = None if self.interval_reason is None else self.interval_reason.value
         return d
 
     @classmethod
@@ -174,6 +249,8 @@ class UrlRecord:
         d["status"] = Status(d["status"])
         if d.get("reason") is not None:
             d["reason"] = Reason.of(d["reason"])
+        if d.get("interval_reason") is not None:
+            d["interval_reason"] = IntervalReason(d["interval_reason"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -188,8 +265,8 @@ class UrlRecord:
         The fetcher sends a URL's status before its signal, and the signal
         frees the host's hand-out place: between the two the host record
         still lists the URL in flight while this record is due again. A due
-        index rebuilt then must index it (nothing else would: issue 9, fault
-        trial 9103, a deferred URL left out of the index for good).
+        index rebuilt then must index it (nothing else would: in the broker kill -9
+        fault trial a deferred URL was left out of the index for good).
         """
         return self.last_fetch_at_s is not None and self.last_fetch_at_s >= handed_out_at_s
 
@@ -268,15 +345,20 @@ def apply(
         return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
     if kind is Incoming.FETCHED:
+        interval_s, why = _fetched_interval(record, msg, meta, config)
         return replace(
             base,
             status=Status.FETCHED,
             attempts=attempts,
             fetch_errors=0,
             rate_limits=0,
-            next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, _revisit_interval_s(meta, config)),
+            next_fetch_at_s=at if _read_as_page_too_early(meta, msg) else _after(at, interval_s),
             etag=msg.etag or (record.etag if msg.not_modified else None),
             last_modified=msg.last_modified or (record.last_modified if msg.not_modified else None),
+            payload_digest=record.payload_digest if msg.not_modified else (msg.payload_digest or record.payload_digest),
+            archived_at_s=record.archived_at_s if msg.not_modified else msg.archived_at_s,
+            fetch_interval_s=interval_s if why is not None else None,
+            interval_reason=why,
         )
     if kind is Incoming.REDIRECTION:
         return replace(
@@ -322,6 +404,18 @@ def apply(
     # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
     counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
     return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+
+
+def _fetched_interval(
+    record: UrlRecord, msg: StatusMessage, metadata: Mapping[str, list[str]], config: ScheduleConfig
+) -> tuple[float | None, IntervalReason | None]:
+    """Revisit interval (s, None = never) of a FETCHED result and its adaptive reason (None: not adaptive)."""
+    default_s = _revisit_interval_s(metadata, config)
+    if config.adaptive is None or default_s is None:
+        return default_s, None
+    return adaptive_interval(
+        record.fetch_interval_s, record.payload_digest, msg.payload_digest, msg.not_modified, default_s, config.adaptive
+    )
 
 
 def _revisit_interval_s(metadata: Mapping[str, list[str]], config: ScheduleConfig) -> float | None:

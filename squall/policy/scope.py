@@ -1,12 +1,12 @@
-"""Scope and crawl-trap guards: which canonical URLs may enter the frontier (seed 002 a–d).
+"""Scope and crawl-trap guards: which canonical URLs may enter the frontier (scope, depth, known URLs, traps).
 
 A URL is admitted when its host is in scope, it passes the include/exclude
-regular expressions, and none of the trap guards fires: depth from the seed
-(seed 002 b), URLs already known for its host (seed 002 c), number of query
+regular expressions, and none of the trap guards fires: depth from the seed,
+URLs already known for its host, number of query
 parameters, and the URL-shape guards of :mod:`squall.policy.traps` (repeated
 segments and runs, repeated host-like segments, repeated query parameter
-names: infinite URL spaces, seed 002 refinement 6). Normalization (seed 002 a) is :mod:`squall.policy.urls`; redirect
-loops (seed 002 d) are the fetcher's. Checks are pure: the caller supplies
+names: infinite URL spaces). Normalization is :mod:`squall.policy.urls`; redirect
+loops are the fetcher's. Checks are pure: the caller supplies
 the depth, whether the host was seeded and the host's URL count.
 """
 
@@ -128,7 +128,7 @@ def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
     record), the include/exclude expressions, depth, query
     parameters and the URL-shape guards of :mod:`squall.policy.traps`: a URL they
     refuse is refused whatever its host, so the parse step applies them
-    before sending an outlink (issue 7: no out-of-scope link through Kafka).
+    before sending an outlink (no out-of-scope link goes through Kafka).
     When :func:`check` would refuse a URL for its host first
     (``SCOPE_HOST``), this one may name another reason. Never raises for a
     bad URL.

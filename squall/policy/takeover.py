@@ -8,7 +8,7 @@ offsets were not committed) and fetches them. When one never comes — it was
 committed without being fetched, or never sent because the owner died
 between the record and the send — its URL holds one of the host's hand-out
 places until ``frontier.inflight.timeout.secs`` (600 s): with every place so
-held, the host stops (issue 9, fault trial seed 9102).
+held, the host stops (docs/faults.md: stranded messages after a take-over).
 
 The rule: ``frontier.takeover.grace.secs`` after the take-over, and never
 sooner than one delay of the host after it (the take-over rule of

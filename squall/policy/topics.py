@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter", "control")
+TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter", "documents", "control")
 TABLES = ("urls", "hosts", "robots", "audit", "control")
 AGENT_TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "control")  # the topics the agents consume
 

@@ -1,4 +1,4 @@
-"""URL-shape trap guards: paths and queries that only a crawler trap produces (seed 002 refinement 6).
+"""URL-shape trap guards: paths and queries that only a crawler trap produces (infinite URL spaces).
 
 Pure functions over a canonical URL's path and query; :func:`squall.policy.scope.check`
 calls :func:`check_path` and :func:`check_query` after the depth limit and

@@ -1,4 +1,4 @@
-"""Canonical URL identity: one string per crawlable resource (seed 002 a, seed 003).
+"""Canonical URL identity: one string per crawlable resource.
 
 ``canonicalize`` turns a URL as found (absolute, or relative to a base) into
 the frontier's key for it, applying, in this order:
@@ -33,7 +33,7 @@ the frontier's key for it, applying, in this order:
 9. the fragment is dropped;
 10. the result must be at most ``urlfilters.max.length`` characters.
 
-Deliberately *not* done (seed 003: do not erase distinctions blindly): no
+Deliberately *not* done (two URLs a server may tell apart stay two): no
 ``www.`` stripping, no trailing-slash removal, no case folding of path or
 query, no decoding of reserved characters (``%2F`` stays ``%2F``). Like
 StormCrawler's BasicURLNormalizer, but ``w3lib.url.canonicalize_url`` is not

@@ -74,8 +74,8 @@ class SettingsFields:
     #: A stream partition of this worker whose committed offset has not moved for
     #: this long (s) while the broker holds messages past it and none of them is in
     #: processing here is read again from its committed offset (its beginning when
-    #: nothing is committed; logged as a WARNING): its messages stopped coming (issue 9's stranded messages after a
-    #: take-over). Checked every 5 s. 0 = off.
+    #: nothing is committed; logged as a WARNING): its messages stopped coming (docs/faults.md: stranded messages
+    #: after a take-over). Checked every 5 s. 0 = off.
     kafka_stuck_partition_secs: float = field(metadata={"key": "kafka.stuck.partition.secs"})
     #: How often (s) a worker checks its due queues and, when a host is due, sends
     #: a tick to that partition's tick topic so the spout hands out in the
@@ -156,7 +156,7 @@ class SettingsFields:
     #: A 401/403 robots.txt means "allow all" (RFC 9309 §2.3.1.3). false = disallow all.
     http_robots_403_allow: bool = field(metadata={"key": "http.robots.403.allow"})
     #: A 5xx/429/unreachable robots.txt means complete disallow (RFC 9309
-    #: §2.3.1.4). true = seed 002's permissive choice (allow all, each decision logged).
+    #: §2.3.1.4). true = the permissive choice (allow all, each decision logged).
     http_robots_5xx_allow: bool = field(metadata={"key": "http.robots.5xx.allow"})
     #: Robots cache: default and maximum lifetime (s) of a cached robots.txt
     #: (RFC 9309 §2.4: no longer than 24 h).
@@ -190,7 +190,7 @@ class SettingsFields:
     fetcher_max_crawl_delay: float = field(metadata={"key": "fetcher.max.crawl.delay"})
     #: false: a host whose Crawl-delay exceeds fetcher.max.crawl.delay is not
     #: fetched (ERROR crawl_delay.too_long). true: fetch at the capped delay and
-    #: forward the requested delay as metadata robots.crawl.delay (seed 000).
+    #: forward the requested delay as metadata robots.crawl.delay (StormCrawler's CrawlDelayPolicy).
     fetcher_max_crawl_delay_force: bool = field(metadata={"key": "fetcher.max.crawl.delay.force"})
     #: Items a fetch queue holds; more wait in Kafka (back-pressure), never lost. -1 = unbounded.
     fetcher_max_queue_size: int = field(metadata={"key": "fetcher.max.queue.size"})
@@ -232,7 +232,7 @@ class SettingsFields:
     #: out again (a late copy is skipped as stale). 0 = off: such a hand-out waits
     #: for frontier.inflight.timeout.secs.
     frontier_takeover_grace_secs: float = field(metadata={"key": "frontier.takeover.grace.secs"})
-    #: Forward robots Crawl-delay signals into the hosts table (seed 000).
+    #: Forward robots Crawl-delay signals into the hosts table (StormCrawler's CrawlDelayPolicy).
     frontier_robots_crawl_delay_enabled: bool = field(metadata={"key": "frontier.robots.crawl.delay.enabled"})
     #: Largest robots delay (s) the regulator sets.
     frontier_robots_delay_max_secs: int = field(metadata={"key": "frontier.robots.delay.max.secs"})
@@ -266,6 +266,27 @@ class SettingsFields:
     #: Consecutive rate-limited answers (429/503) of one URL before it becomes
     #: ERROR http.rate_limited.too_many. -1 = retry for ever.
     max_rate_limits: int = field(metadata={"key": "max.rate.limits"})
+    #: Adaptive revisits (StormCrawler's AdaptiveScheduler): a FETCHED page whose
+    #: payload digest is the same as at its last fetch, or that was answered 304
+    #: Not Modified, is revisited after its last interval x (1 + rate.incr), at
+    #: most fetchInterval.max; a changed one after (1 - rate.decr) x its last
+    #: interval + rate.decr x fetchInterval.min. The first fetch uses
+    #: fetchInterval.default (or the sitemap changefreq). The interval and why
+    #: (fetch_interval_s, interval_reason) are kept in the URL record. false =
+    #: every FETCHED page after fetchInterval.default (or its changefreq).
+    scheduler_adaptive_enabled: bool = field(metadata={"key": "scheduler.adaptive.enabled"})
+    #: Shortest adaptive revisit interval, MINUTES (> 0).
+    scheduler_adaptive_fetch_interval_min: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.min"})
+    #: Longest adaptive revisit interval, MINUTES (>= fetchInterval.min).
+    scheduler_adaptive_fetch_interval_max: float = field(metadata={"key": "scheduler.adaptive.fetchInterval.max"})
+    #: Growth rate of the interval of an unchanged page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_incr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.incr"}
+    )
+    #: Shrink rate of the interval of a changed page (0 < rate <= 1).
+    scheduler_adaptive_fetch_interval_rate_decr: float = field(
+        metadata={"key": "scheduler.adaptive.fetchInterval.rate.decr"}
+    )
 
     # ---- URL filters and normalization
     #: Schemes crawled.
@@ -297,8 +318,8 @@ class SettingsFields:
     #: Most occurrences of one query parameter name accepted: with 2,
     #: ?p=1&p=1&p=1 (three times) is trap.repeated_query_param. -1 = unlimited.
     urlfilters_max_query_param_copies: int = field(metadata={"key": "urlfilters.max.query.param.copies"})
-    #: Query parameters dropped by the normalizer (seed 002's tracking and
-    #: session list); a trailing * matches a prefix.
+    #: Query parameters dropped by the normalizer (common tracking and
+    #: session parameters); a trailing * matches a prefix.
     urlfilters_query_remove: tuple[str, ...] = field(metadata={"key": "urlfilters.query.remove"})
     #: Sort the remaining query parameters.
     urlnormalizer_query_sort: bool = field(metadata={"key": "urlnormalizer.query.sort"})
@@ -316,7 +337,7 @@ class SettingsFields:
     #: Metadata keys kept in the URL record across fetches (a trailing * is a
     #: wildcard). parse.* are what the parser recorded: parse.noindex,
     #: parse.nofollow (meta robots / X-Robots-Tag), parse.canonical, parse.title,
-    #: parse.charset. Robots pacing needs "robots.crawl.delay" here (seed 000).
+    #: parse.charset. Robots pacing needs "robots.crawl.delay" here (StormCrawler's CrawlDelayPolicy).
     metadata_persist: tuple[str, ...] = field(metadata={"key": "metadata.persist"})
     #: Metadata keys copied from a page to its outlinks (a trailing * is a wildcard).
     metadata_transfer: tuple[str, ...] = field(metadata={"key": "metadata.transfer"})
@@ -349,10 +370,42 @@ class SettingsFields:
     warc_dir: str = field(metadata={"key": "warc.dir"})
     #: Rotate a WARC file when it passes this many bytes.
     warc_max_size: int = field(metadata={"key": "warc.max.size"})
+    #: A fetch whose payload digest equals the one of the URL's last archived full
+    #: response is written as a WARC revisit record (WARC 1.1, profile
+    #: identical-payload-digest: status line and headers, no second copy of the
+    #: body; WARC-Refers-To-Target-URI / -Date name the full record). false =
+    #: every fetch archived in full.
+    warc_revisits: bool = field(metadata={"key": "warc.revisits"})
     #: A fetch whose body is at most this many bytes is archived on the worker's
     #: event loop (cheaper than a thread hand-off); a larger one in a thread, so
     #: the loop never stalls. 0 = every record in a thread.
     warc_inline_max_bytes: int = field(metadata={"key": "warc.inline.max.bytes"})
+
+    # ---- documents (StormCrawler IndexerBolt)
+    #: One JSON document per FETCHED HTML page (rendered pages included) on the
+    #: topic <topology.id>-documents, keyed by the URL's partition key: clean main
+    #: text (Resiliparse), language, description, canonical, payload digest (the
+    #: WARC-Payload-Digest of its response record), a simhash fingerprint and the
+    #: metadata indexer.md.mapping names. A page whose meta robots or X-Robots-Tag
+    #: says noindex gives none. false = no document, and the text extraction
+    #: library is never imported.
+    documents_enabled: bool = field(metadata={"key": "documents.enabled"})
+    #: Characters of main text kept in a document (a longer text is cut and
+    #: marked text_truncated). -1 = no limit (a document must still fit the
+    #: broker's message size, 1 MB by default).
+    indexer_text_maxlength: int = field(metadata={"key": "indexer.text.maxlength"})
+    #: Metadata copied into a document's "metadata" object, one "key=field" entry
+    #: each (StormCrawler's form): the URL's metadata key, then the document field
+    #: it becomes; an entry without "=" keeps its name. Values are lists of
+    #: strings. E.g. ["parse.title=page_title", "crawl"].
+    indexer_md_mapping: tuple[str, ...] = field(metadata={"key": "indexer.md.mapping"})
+    #: Directory of the local full-text index built by `squall index` (tantivy),
+    #: relative to the working directory; parents are created.
+    index_dir: str = field(metadata={"key": "index.dir"})
+    #: `squall index` commits the index, then the consumer group's offsets, at
+    #: least this often (s) while documents arrive: a stop or crash repeats at
+    #: most this much work (re-indexed documents replace themselves, by URL).
+    index_commit_interval_secs: float = field(metadata={"key": "index.commit.interval.secs"})
 
     # ---- observability
     #: Politeness audit: a start-to-start gap may fall short of the delay in force
@@ -375,7 +428,7 @@ class SettingsFields:
     #: politeness audit violations (this worker's; 0 = no progress line).
     metrics_log_interval_secs: float = field(metadata={"key": "metrics.log.interval.secs"})
 
-    # ---- rendering (headless Chromium, seed 002 6e)
+    # ---- rendering (headless Chromium)
     #: Render JavaScript pages in headless Chromium (scripts/install-browser.sh
     #: installs it). false = never; the worker stops at start if it is true and
     #: no Chromium is found.

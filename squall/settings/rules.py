@@ -14,6 +14,9 @@ their sources:
   (0, 86400] (RFC 9309 §2.4); ``http.robots.retry.max.secs`` is not below
   ``http.robots.retry.base.secs``; ``frontier.backoff.max.secs`` is not below
   ``frontier.backoff.base.secs``.
+* ``scheduler.adaptive.fetchInterval.min`` is positive and not above
+  ``.max``; ``.rate.incr`` and ``.rate.decr`` are in (0, 1] (StormCrawler's
+  AdaptiveScheduler).
 * ``partition.url.mode`` is one of byHost, byDomain, byIP.
 * ``http.robots.agents`` (else ``http.agent.name``) each have an RFC 9309
   §2.2.1 product token.
@@ -25,6 +28,8 @@ their sources:
   names the key).
 * ``render.resources.skip`` names Playwright resource types, never ``document``;
   ``sitemap.default.path`` is empty or starts with ``/``.
+* ``indexer.md.mapping`` entries are ``key=field`` or ``key``
+  (:func:`squall.policy.metadata.parse_mapping`).
 * ``kafka.group.instance.id`` uses only the fields {hostname} and {datadir}.
 * The broker's security (:func:`squall.net.kafka_security.validate`):
   ``kafka.security.protocol`` and ``kafka.sasl.mechanism`` from their lists;
@@ -36,12 +41,12 @@ their sources:
 * ``kafka.session.fence.margin.secs`` is below ``kafka.session.timeout.secs``
   minus the heartbeat interval (:mod:`squall.policy.lease`), or the fence
   would close between two healthy heartbeats.
-* Robots pacing (``frontier.robots.crawl.delay.enabled``, seed 000's
-  configuration contract) needs ``partition.url.mode: byHost``,
+* Robots pacing (``frontier.robots.crawl.delay.enabled``, the
+  configuration StormCrawler's CrawlDelayPolicy relies on) needs ``partition.url.mode: byHost``,
   ``fetcher.max.crawl.delay.force: true``, ``robots.crawl.delay`` in
   ``metadata.persist`` and *not* matched by ``metadata.transfer`` (wildcards
   such as ``robots.*`` included: an outlink must never inherit its parent's
-  delay). Seed 000 also asks for ``frontier.max.urls.per.bucket: 1``: with
+  delay). StormCrawler's URLFrontier set-up also asks for ``frontier.max.urls.per.bucket: 1``: with
   URLFrontier a bucket of several URLs reached a fetcher that knew nothing of
   the frontier's delay. In squall the frontier and the fetcher of a host are
   the same worker and both apply the one pace model (:mod:`squall.policy.pace`,
@@ -57,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
 from squall.policy.lease import heartbeat_interval_s
-from squall.policy.metadata import key_matches
+from squall.policy.metadata import key_matches, parse_mapping
 from squall.worker.membership import check_template
 
 if TYPE_CHECKING:
@@ -113,6 +118,7 @@ POSITIVE = (
     "fetcher.queue.full.retry.secs",
     "metrics.scan.cache.secs",
     "http.header.limit",
+    "index.commit.interval.secs",
 )
 # Counts that must be at least 1.
 AT_LEAST_ONE = (
@@ -148,6 +154,7 @@ MINUS_ONE_OR_NOT_NEGATIVE = (
     "urlfilters.max.query.params",
     "sitemap.filter.hours.since.modified",
     "fetcher.max.queue.size",
+    "indexer.text.maxlength",
 )
 # Limits where -1 means "none" and otherwise at least 1.
 MINUS_ONE_OR_AT_LEAST_ONE = (
@@ -190,6 +197,13 @@ def _validate_ranges(settings: Settings) -> None:
         raise ConfigError("http.robots.retry.max.secs", "must be >= http.robots.retry.base.secs")
     if settings.frontier_backoff_max_secs < settings.frontier_backoff_base_secs:
         raise ConfigError("frontier.backoff.max.secs", "must be >= frontier.backoff.base.secs")
+    if settings.scheduler_adaptive_fetch_interval_min <= 0:
+        raise ConfigError("scheduler.adaptive.fetchInterval.min", "must be positive (minutes)")
+    if settings.scheduler_adaptive_fetch_interval_max < settings.scheduler_adaptive_fetch_interval_min:
+        raise ConfigError("scheduler.adaptive.fetchInterval.max", "must be >= scheduler.adaptive.fetchInterval.min")
+    for key in ("scheduler.adaptive.fetchInterval.rate.incr", "scheduler.adaptive.fetchInterval.rate.decr"):
+        if not 0 < settings[key] <= 1:
+            raise ConfigError(key, f"must be > 0 and at most 1, got {settings[key]}")
     session_s = settings.kafka_session_timeout_secs
     open_s = session_s - heartbeat_interval_s(session_s)
     if settings.kafka_session_fence_margin_secs >= open_s:
@@ -224,6 +238,10 @@ def _validate_choices(settings: Settings) -> None:
     for domain in settings.urlfilters_domains_allow:
         if is_public_suffix(host_name(domain)):
             raise ConfigError("urlfilters.domains.allow", f"{host_name(domain)!r} is a public suffix, not a domain")
+    try:
+        parse_mapping(settings.indexer_md_mapping)
+    except ValueError as exc:
+        raise ConfigError("indexer.md.mapping", str(exc)) from None
     NetworkPolicy.from_settings(settings)  # parses the CIDRs and pins, naming the key of a bad entry
     skip = {t.lower() for t in settings.render_resources_skip}
     if skip - RESOURCE_TYPES:
@@ -239,7 +257,7 @@ def _validate_choices(settings: Settings) -> None:
 
 
 def _validate_robots_pacing(settings: Settings) -> None:
-    why = "is required when frontier.robots.crawl.delay.enabled is true (seed 000)"
+    why = "is required when frontier.robots.crawl.delay.enabled is true (StormCrawler's CrawlDelayPolicy)"
     if settings.partition_url_mode != "byHost":
         raise ConfigError("partition.url.mode", f"byHost {why}")
     if not settings.fetcher_max_crawl_delay_force:

@@ -25,8 +25,11 @@ What it does, in order, stopping everything it started on the way out
    then checks computed from the server's recording — every expected page
    requested exactly once and FETCHED, disallowed pages never requested, the
    smallest gap between two requests to one host not below the configured
-   delay, the WARC files readable by ``warcio index``. Exit status 0 only if
-   every check passes (1: a check failed; 2: the crawl could not run).
+   delay, the WARC files readable by ``warcio index``.
+5. **Search**: the documents topic (``documents.enabled`` is on for the
+   demo) read into a local index under the workdir, as ``squall index``
+   does, and one ``squall search`` for a crawled page's title. Exit status 0
+   only if every check passes (1: a check failed; 2: the crawl could not run).
 
 The demo's own configuration differs from the polite defaults in two ways,
 both printed: loopback addresses are allowed (the SSRF guard refuses
@@ -298,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             "urlfilters.hosts.allow": ips,
             "fetcher.server.delay": delay,
             "topology.partitions": 4,
+            "documents.enabled": True,
+            "index.dir": str(workdir / "index"),
         }
         topology_id = f"squall-demo-{stamp}-{uuid.uuid4().hex[:6]}"
         crawl = Crawl(workdir, bootstrap, overrides, topology_id=topology_id)
@@ -348,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
         checks = _checks(args, spec, served, records, delay, crawl.warc_files())
         checks.append(_audit_check(crawl.audit(), served.requests()))
+        checks += _search_step(crawl, records)
         _say()
         _say("=" * 78)
         _say("checks (from the site's own request log)")
@@ -380,6 +386,80 @@ def main(argv: list[str] | None = None) -> int:
         _cleanup("site", served.close if served is not None else None)
         if broker_started:
             _cleanup(f"local broker at {bootstrap}", lambda: kafka_local.down(bootstrap, wipe=True))
+
+
+def _search_step(crawl: Any, records: dict[str, dict[str, Any]]) -> list[Check]:
+    """Index the crawl's documents topic (``squall index --until-idle``) and search it for one page's title.
+
+    The page searched for: the first FETCHED page (in URL order) whose
+    document is in the index. Checks: one document per FETCHED HTML page
+    without noindex (``parse.charset`` recorded, no ``parse.noindex``), and
+    that page among the first three hits.
+    """
+    from squall.cli.index import format_hits
+    from squall.index import SearchIndex, consume, group_id
+    from squall.net.kafka_security import KafkaConnection
+    from squall.policy.topics import topic_name
+
+    settings = crawl.settings
+    languages: collections.Counter[str] = collections.Counter()
+    titles: dict[str, str] = {}
+    with_text = 0
+
+    def seen(doc: Any) -> None:
+        nonlocal with_text
+        languages[doc.language] += 1
+        with_text += bool(doc.text.strip())
+        if doc.title:
+            titles[doc.url] = doc.title
+
+    index = SearchIndex(Path(settings.index_dir), writable=True)
+    try:
+        stats = asyncio.run(
+            consume(
+                KafkaConnection.from_settings(settings),
+                topic_name(settings, "documents"),
+                group_id(settings.topology_id),
+                index,
+                commit_interval_s=settings.index_commit_interval_secs,
+                idle_s=2.0,
+                on_document=seen,
+            )
+        )
+    finally:
+        index.close()
+    expected = {
+        u
+        for u, r in records.items()
+        if r.get("status") == "FETCHED"
+        and "parse.charset" in (r.get("metadata") or {})
+        and "parse.noindex" not in (r.get("metadata") or {})
+    }
+    indexed = index.count()
+    share = with_text / stats.indexed if stats.indexed else 0.0
+    _say()
+    _say(
+        f"documents: {stats.indexed} read from {topic_name(settings, 'documents')} into {settings.index_dir} "
+        f"({indexed} pages); {share:.1%} with text; languages "
+        + ", ".join(f"{lang}={n}" for lang, n in languages.most_common(5))
+    )
+    checks = [
+        Check(
+            "one document per FETCHED HTML page",
+            indexed == len(expected) and set(titles) <= expected,
+            f"{indexed} in the index, {len(expected)} FETCHED HTML pages without noindex",
+        )
+    ]
+    target = next((u for u in sorted(expected) if u in titles), None)
+    if target is None:
+        return [*checks, Check("search finds a page by its title", False, "no document with a title")]
+    query = titles[target]
+    hits = SearchIndex(Path(settings.index_dir)).search(query, 3)
+    _say(f"search: squall search {query!r}")
+    for line in format_hits(hits):
+        _say(line)
+    found = target in [h.url for h in hits]
+    return [*checks, Check("search finds a page by its title", found, f"{target} for {query!r}")]
 
 
 def _progress(t0: float) -> Any:

@@ -9,7 +9,7 @@ Pure functions over two records of a trial, so the fault suite
   carried one), and
 * the latest URL records from the ``urls`` table (canonical URL → dict with ``status``).
 
-Definitions (tests/faults/README in the project README's "Fault suite"):
+Definitions (docs/faults.md):
 
 * **lost**: an expected URL (a correct crawler fetches it; robots and
   scope applied) without a final status (FETCHED, REDIRECTION, ERROR).

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import importlib
 import socket
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import faust
 import faust.exceptions
@@ -25,12 +27,15 @@ from squall.worker.datadir import open_datadir
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
 from squall.worker.topic_setup import plan_of, prepare_topics
+from squall.worker.versions import check_hooked_versions
 
 
 class SquallWorker(faust.Worker):
     """faust.Worker that prepares what the worker needs before anything starts, each failure one line.
 
-    In order, before the banner: the table directory is chosen and locked
+    In order, before the banner: faust-streaming and aiokafka must be the
+    versions pyproject.toml pins (:mod:`squall.worker.versions`: squall's
+    hooks into their internals were written for them); the table directory is chosen and locked
     (:mod:`squall.worker.datadir`; not at import: ``faust -A topology --datadir
     DIR worker`` imports this module before Faust's command line exports
     ``F_DATADIR``) — a directory in use or not creatable stops the worker; the
@@ -45,6 +50,7 @@ class SquallWorker(faust.Worker):
     """
 
     def __init__(self, app: SquallApp, *args, **kwargs) -> None:
+        check_hooked_versions()  # another faust-streaming or aiokafka: one line naming both versions
         settings = app.squall_settings
         try:
             path, self.datadir_lock = open_datadir(settings.topology_data_dir)
@@ -115,6 +121,23 @@ class SquallApp(faust.App):
 
     squall_settings: Settings  # the loaded configuration, set by topology/ at import, read by SquallWorker
     squall_topics: Mapping[str, int] = {}  # topic name → partitions (not the changelogs), set by topology/
+    squall_fetch_runtime: Any = None  # the worker's FetcherRuntime, created when its fetcher starts (agents.common)
+    squall_agent_config: Any = None  # the agents' configuration objects, built on first use (agents.common)
+    squall_addresses: Any = None  # the byIP resolutions, created on first use (agents.common.addresses)
+    squall_tables: Any = None  # the tables the agents use, the topology's unless a test hands in others
+    squall_agent_modules: Sequence[str] = ()  # the modules declaring the agents, set by topology/
+
+    def worker_init(self) -> None:
+        """Import the agent modules (they register on this app) when ``faust -A topology worker`` starts.
+
+        Importing them from ``topology`` itself would make every agent
+        module's import depend on the order (an agent imports ``topology``);
+        here they are imported after it, in the listed order, and an import
+        error stops the worker (Faust's autodiscovery would only log it).
+        """
+        super().worker_init()
+        for name in self.squall_agent_modules:
+            importlib.import_module(name)
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)

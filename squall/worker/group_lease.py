@@ -11,7 +11,7 @@ tests/integration/test_group_lease.py):
   rejoin (:func:`squall.policy.lease.judge`);
 * ``reset_generation``: aiokafka drops its member id and generation there
   whatever request was refused — an OffsetCommit answered UNKNOWN_MEMBER_ID
-  or ILLEGAL_GENERATION included (fault trial 9103: a worker learned so that
+  or ILLEGAL_GENERATION included (the broker kill -9 fault trial: a worker learned so that
   its membership had ended, and went on fetching through Faust's revoke,
   which waits for what is in flight). The coordinator runs in Faust's consumer thread; the fetcher reads
 the lease from the worker's event loop (one float, replaced whole).

@@ -24,7 +24,7 @@
    the commit made before a revoke (fix 2), or the next periodic commit of a
    partition kept through the rebalance, moves the committed offset past
    messages no agent ever processed, and the seek then starts after them.
-   That was the loss of issue 9: status and fetch messages right after a
+   That was the loss of docs/faults.md's stranded messages: status and fetch messages right after a
    committed offset that the next owner never received, a host held for
    ``frontier.inflight.timeout.secs``, a URL left DISCOVERED outside the due
    index. Here such an acknowledgement (of a message the stream never

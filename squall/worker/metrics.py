@@ -68,6 +68,13 @@ class Metrics:
             "worker's membership for kafka.session.timeout.secs minus kafka.session.fence.margin.secs (s)",
             registry=r,
         )
+        self.documents = Counter(
+            "squall_documents",
+            "FETCHED HTML pages by document outcome: sent to the documents topic, or the reason none was "
+            "(noindex.meta, noindex.header); only counted with documents.enabled",
+            ["outcome"],
+            registry=r,
+        )
         for outcome in ROBOTS_OUTCOMES:  # export every outcome from the start (0 is information)
             self.robots_fetches.labels(outcome=outcome)
 

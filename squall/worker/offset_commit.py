@@ -58,7 +58,7 @@ def committable_offset(
 
 
 class StuckWatch:
-    """Stream partitions whose uncommitted messages stopped coming: read them again (issue 9).
+    """Stream partitions whose uncommitted messages stopped coming: read them again (docs/faults.md: stranded messages).
 
     A partition is *stuck* when the broker holds messages past its committed
     offset (``end > committed``), nothing of it is in processing here, and the

@@ -16,14 +16,18 @@ from typing import Any
 import pytest
 
 import topology
-from agents import runtime as agent_runtime
+from agents import worker_state as agent_runtime
+from agents.common import new_fetch_runtime
 from agents.regulator import regulator
 from agents.spout import spout
 from agents.status_updater import status_updater
+from squall.policy import fetch_decision as fd
 from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.pace import FetchEnded
 from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalKind, SignalMessage
 from squall.policy.schedule import UrlRecord
+from squall.worker.fetch_runtime import HandBack, Turn
 
 # A Faust setting changed after it was read (the store of tests/agents/conftest.py set late) fails the test.
 pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
@@ -41,6 +45,13 @@ class Sent:
 
     def of(self, topic: Any) -> list[tuple[bytes | None, Any, int | None]]:
         return self.by_topic.get(topic.get_topic_name(), [])
+
+
+def _fresh_runtime(monkeypatch: pytest.MonkeyPatch) -> FetcherRuntime:
+    """A new fetch runtime handed to the agents for one test (the app holds the worker's one)."""
+    runtime = new_fetch_runtime()
+    monkeypatch.setattr(topology.app, "squall_fetch_runtime", runtime)
+    return runtime
 
 
 @pytest.fixture()
@@ -75,7 +86,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
     yield record
 
 
-def _async(fn):  # noqa: ANN001, ANN202
+def _async(fn):
     async def wrapper(*args: Any, **kwargs: Any) -> None:
         fn(*args, **kwargs)
 
@@ -152,9 +163,8 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     topology.hosts_table.data[HOST.encode()] = host.to_dict()
     monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: since})
     agent_runtime.state.stranded = {P: {HOST: since + 5}}
-    from agents import fetcher
-
-    monkeypatch.setattr(fetcher.runtime, "received", lambda url, at_s: url == received)
+    runtime = _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
     async with spout.test_context() as agent:
         await agent.put(key=b"tick", value=b"", partition=P)
     handed = [FetchMessage.from_bytes(json.dumps(v).encode()) for _k, v, _p in sent.of(topology.fetch_topic)]
@@ -166,7 +176,7 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
 
 
 async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:
-    """Trial 9103: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
+    """The broker kill -9 fault trial: a rebalance between a deferral's status and its signal left the URL out of the index for good."""
     now = time.time()
     reported, awaited = "https://example.com/reported", "https://example.com/awaited"
     host = HostRecord(key=HOST).with_handout([reported], now - 3).with_handout([awaited], now - 1)
@@ -208,13 +218,10 @@ async def test_the_regulator_applies_a_signal_to_the_host_record(sent: Sent) -> 
 async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Trial 9103: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
+    """The broker kill -9 fault trial: the earlier owner's last request was answered 503 + Retry-After after this worker took over."""
     import asyncio
 
-    from agents import fetcher
-
-    runtime = fetcher.FetcherRuntime()
-    monkeypatch.setattr(fetcher, "runtime", runtime)
+    runtime = _fresh_runtime(monkeypatch)
     now = time.time()
     theirs, mine = "https://example.com/theirs", "https://example.com/mine"
     host = HostRecord(key=HOST, delay_s=0.3).with_handout([theirs], now - 2).with_handout([mine], now - 0.5)
@@ -223,7 +230,7 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     runtime.free_slots = 0  # the turn waits in the queue, as behind a delay
     waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
     await asyncio.sleep(0.05)
-    runtime.active[fetcher.fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
+    runtime.active[fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
     own = SignalMessage(
         key=HOST, url=mine, fetch_id="mine1", kind=SignalKind.SUCCESS, at_s=now + 5, handed_out_at_s=now - 0.5
     )
@@ -243,7 +250,7 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
         await agent.put(key=HOST.encode(), value=late.to_bytes(), partition=P)
     assert runtime.paces[HOST][1].blocked_until_s >= now + 30
     handed_back = await asyncio.wait_for(waiting, 1.0)  # a block beyond the lead: back to the frontier
-    assert isinstance(handed_back, fetcher.HandBack) and handed_back.until_s >= now + 30
+    assert isinstance(handed_back, HandBack) and handed_back.until_s >= now + 30
 
 
 @pytest.mark.parametrize(
@@ -275,7 +282,7 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(
     async def no_start() -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
         return None
 
-    monkeypatch.setattr(fetcher_module.runtime, "start", no_start)
+    monkeypatch.setattr(_fresh_runtime(monkeypatch), "start", no_start)
     async with fetcher_module.fetcher.test_context() as agent:
         await agent.put(key=HOST.encode(), value=b'{"url": 3}', partition=P)
         await agent.put(key=HOST.encode(), value=b"\x00garbage", partition=P)
@@ -310,7 +317,13 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
     same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
     other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
     task = asyncio.ensure_future(
-        fetcher._send(msg, [own, same, other], FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0), PaceState())
+        fetcher._send(
+            _fresh_runtime(monkeypatch),
+            msg,
+            [own, same, other],
+            FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0),
+            PaceState(),
+        )
     )
     await asyncio.sleep(0.05)
     assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
@@ -453,12 +466,11 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
 ) -> None:
     from warcio.archiveiterator import ArchiveIterator
 
-    from agents import fetcher
+    from agents import upkeep
     from squall.net.http import HttpConfig, HttpFetcher
     from squall.net.warc import WarcWriter
 
-    runtime = fetcher.FetcherRuntime()
-    monkeypatch.setattr(fetcher, "runtime", runtime)
+    runtime = _fresh_runtime(monkeypatch)
     runtime.http = await HttpFetcher(HttpConfig.from_settings(topology.settings)).__aenter__()
     runtime.warc = WarcWriter(tmp_path, "t", 10**6)
     path = runtime.warc.write_fetch(
@@ -473,12 +485,12 @@ async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
         truncated=False,
     )
     http = runtime.http
-    await fetcher._close_on_shutdown(None)
+    await upkeep._close_on_shutdown(None)
     assert runtime.warc is None and runtime.http is None and http._session is None
     with path.open("rb") as handle:
         kinds = [record.rec_type for record in ArchiveIterator(handle)]
     assert kinds == ["warcinfo", "response", "request"]
-    await fetcher._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
+    await upkeep._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
 
 
 # ---------------------------------------------------------------- fetcher fence (squall.policy.lease)
@@ -489,12 +501,10 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
 ) -> None:
     import asyncio
 
-    from agents import fetcher
     from squall.policy.lease import HEARTBEAT, NONE, SYNC_GROUP, UNKNOWN_MEMBER_ID, Fence
     from squall.worker.group_lease import GroupLease
 
-    runtime = fetcher.FetcherRuntime()
-    monkeypatch.setattr(fetcher, "runtime", runtime)
+    runtime = _fresh_runtime(monkeypatch)
     lease = GroupLease(Fence(6.0, 2.0))
     lease.watched = True  # a consumer in a group, not confirmed yet
     monkeypatch.setattr(runtime, "_lease", lambda: lease)
@@ -506,27 +516,28 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
         lease.answered(SYNC_GROUP, NONE, time.monotonic())
         lease.answered(HEARTBEAT, NONE, time.monotonic())
         turn = await asyncio.wait_for(waiting, 2.0)
-        assert isinstance(turn, fetcher.Turn)
-        turn.end(fetcher.FetchEnded(fetch_id="t1", kind=SignalKind.OTHER, at_s=time.time()))
+        assert isinstance(turn, Turn)
+        turn.end(FetchEnded(fetch_id="t1", kind=SignalKind.OTHER, at_s=time.time()))
         lease.answered(HEARTBEAT, UNKNOWN_MEMBER_ID, time.monotonic())  # the group forgot this worker
         second = asyncio.get_running_loop().create_task(runtime.turn(HOST))
         handed_back = await asyncio.wait_for(second, 3.0)  # not held across the revoke that follows
-        assert isinstance(handed_back, fetcher.HandBack)
+        assert isinstance(handed_back, HandBack)
         third = asyncio.get_running_loop().create_task(runtime.turn(HOST))
         await asyncio.sleep(0.5)
         assert not third.done(), "a turn was granted before the rejoined group confirmed this worker"
         lease.answered(SYNC_GROUP, NONE, time.monotonic())
-        assert isinstance(await asyncio.wait_for(third, 2.0), fetcher.Turn)
+        assert isinstance(await asyncio.wait_for(third, 2.0), Turn)
     finally:
         dispatch.cancel()
-    assert fetcher.metrics.fenced_seconds._value.get() >= 0.4
+    from agents.observe import metrics
+
+    assert metrics.fenced_seconds._value.get() >= 0.4
 
 
 def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
-    from agents import fetcher
     from squall.policy.pace import PaceState
 
-    runtime = fetcher.FetcherRuntime()
+    runtime = new_fetch_runtime()
     other = next(h for h in (f"h{i}.example" for i in range(100)) if partition_for_key(h, PARTITIONS) != P)
     runtime.paces = {HOST: (1.0, PaceState()), other: (1.0, PaceState())}
     runtime.forget_unowned({P})
@@ -537,7 +548,8 @@ def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
 
 
 def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host_goes_idle(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from agents import observe
     from squall.policy.audit import HostAudit
 
@@ -549,8 +561,8 @@ def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host
             writes.append(v["requests"])
             super().__setitem__(k, v)
 
-    monkeypatch.setattr(observe, "audit_table", Recording(table))
-    buffer = observe.AuditBuffer(flush_s=5.0)
+    recording = Recording(table)
+    buffer = observe.AuditBuffer(flush_s=5.0, table=recording)  # handed in
     for i in range(4):  # one request a second, each 1 s after the last: a write, then none for 5 s
         buffer.record(HOST, 100.0 + i, 1.0, 0.0)
     assert writes == [1]
@@ -561,6 +573,6 @@ def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host
     assert writes == [1, 5]  # still fetching: the table may lag
     buffer.flush_if_idle(HOST, HostRecord(key=HOST), 106.0)  # its last result: caught up
     assert writes == [1, 5, 6]
-    assert HostAudit.from_dict(observe.audit_table[HOST.encode()]).violations == 1
+    assert HostAudit.from_dict(recording[HOST.encode()]).violations == 1
     buffer.flush_if_idle(HOST, HostRecord(key=HOST), 107.0)
     assert writes == [1, 5, 6]  # nothing new: no write

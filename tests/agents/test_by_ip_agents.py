@@ -1,8 +1,8 @@
 """The byIP paths of the status updater, as an agent through Faust's ``test_context()`` (no broker).
 
-The worker's resolutions (:data:`agents.addresses.addresses`) are filled in,
-or its resolver replaced, so no DNS is done; the mode is switched on for the
-agent module only.
+The worker's resolutions (:func:`agents.common.addresses`, handed in per test) are filled in,
+or its resolver replaced, so no DNS is done; the mode is switched on by
+handing the agents a config with ``by_ip`` set.
 """
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ import json
 import time
 from collections.abc import Iterator
 
+from dataclasses import replace
+
 import pytest
 
 import topology
-from agents import addresses as addresses_module
+from agents.addresses import AddressService
 from agents import status_updater as su
+from agents.common import config, new_fetch_runtime
 from agents.status_updater import status_updater
-from squall.policy.address_key import AddressCache, Resolution
 from squall.errors import FetchError
+from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, Reason
@@ -51,11 +54,24 @@ def _two_addresses_on_other_partitions() -> tuple[str, str]:
 OLD_IP, NEW_IP = _two_addresses_on_other_partitions()
 
 
+class _Resolver:
+    """A resolver answering with ``resolve`` (by default: no host resolves)."""
+
+    def __init__(self, resolve=None) -> None:
+        self._resolve = resolve
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        if self._resolve is None:
+            raise FetchError(Reason.FETCH_DNS, f"{host} is not resolved in this test")
+        return await self._resolve(host, port)
+
+
 @pytest.fixture()
 def by_ip(monkeypatch: pytest.MonkeyPatch, sent: Sent) -> Iterator[AddressCache]:  # noqa: F811
-    monkeypatch.setattr(su, "BY_IP", True)
-    cache = AddressCache(addresses_module.addresses.cache.config)
-    monkeypatch.setattr(addresses_module.addresses, "cache", cache)
+    monkeypatch.setattr(topology.app, "squall_agent_config", replace(config(), by_ip=True))  # handed in
+    service = AddressService(AddressConfig.from_settings(topology.settings), _Resolver())
+    monkeypatch.setattr(topology.app, "squall_addresses", service)  # handed in
+    cache = service.cache
     yield cache
 
 
@@ -94,7 +110,7 @@ async def test_an_unresolved_host_is_resolved_off_the_loop_then_routed(
         await asyncio.sleep(0.05)
         return [NEW_IP]
 
-    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    topology.app.squall_addresses.resolver = _Resolver(resolve)
     async with status_updater.test_context() as agent:
         await agent.put(
             key=HOST.encode(), value=f'{{"url": "{URL}"}}'.encode(), partition=partition_for_key(HOST, PARTITIONS)
@@ -113,7 +129,7 @@ async def test_an_unresolvable_host_is_keyed_by_its_own_name(
     async def resolve(host: str, port: int) -> list[str]:
         raise FetchError(Reason.FETCH_DNS, host)
 
-    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    topology.app.squall_addresses.resolver = _Resolver(resolve)
     async with status_updater.test_context() as agent:
         await agent.put(key=b"x", value=f'{{"url": "{URL}"}}'.encode(), partition=0)
         await asyncio.sleep(0.1)
@@ -177,9 +193,9 @@ async def test_the_fetcher_ends_or_moves_a_url_before_its_turn(
             raise answer
         return answer
 
-    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    topology.app.squall_addresses.resolver = _Resolver(resolve)
     async with status_updater.test_context():  # a current app and tables for the hosts-table read
-        statuses, ended, _pace = await fetcher._address_route(_hand_out(key))
+        statuses, ended, _pace = await fetcher._address_route(new_fetch_runtime(), _hand_out(key))
     assert [(s.url, s.status.value, s.reason) for s in statuses] == [(URL, status, reason)]
     assert ended.requested is False  # nothing was sent to the host: its pace is not spent
 
@@ -190,7 +206,7 @@ async def test_the_fetcher_connects_to_the_address_its_key_names(by_ip: AddressC
 
     by_ip.put(HOST, 443, Resolution.resolved([OLD_IP], time.time()))
     async with status_updater.test_context():
-        assert await fetcher._address_route(_hand_out(OLD_IP)) == Connect(OLD_IP)
+        assert await fetcher._address_route(new_fetch_runtime(), _hand_out(OLD_IP)) == Connect(OLD_IP)
 
 
 async def test_a_batch_of_outlinks_goes_on_per_address_and_waits_for_an_unresolved_host(
@@ -199,7 +215,7 @@ async def test_a_batch_of_outlinks_goes_on_per_address_and_waits_for_an_unresolv
     async def resolve(host: str, port: int) -> list[str]:
         return [NEW_IP]
 
-    monkeypatch.setattr(addresses_module.addresses._http, "resolve", resolve)
+    topology.app.squall_addresses.resolver = _Resolver(resolve)
     by_ip.put("a.example", 443, Resolution.resolved([OLD_IP], time.time()))
     by_ip.put("b.example", 443, Resolution.resolved([OLD_IP], time.time()))
     batch = {

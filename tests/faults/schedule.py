@@ -67,7 +67,7 @@ class Trial:
     pages_per_host: int = 8
 
 
-# Seed 9103 was out of the CI profile for a day (2026-12-01): in two of three fresh-clone CI runs the broker
+# The broker kill -9 trial was out of the CI profile for a day (2026-12-01): in two of three fresh-clone CI runs the broker
 # outage gave politeness violations (gaps 0.1-0.7 s under 0.3-1 s), because a worker cut off from the broker
 # kept fetching what it held while the other worker took its partitions over. The fetcher's fence
 # (squall.policy.lease, kafka.session.fence.margin.secs) stops it before its session can expire.

@@ -1,4 +1,4 @@
-"""``partition.url.mode: byIP`` through the real broker, measured at the recording server (issue 10, item 1).
+"""``partition.url.mode: byIP`` through the real broker, measured at the recording server (docs/politeness.md: shared servers).
 
 Three names are pinned (``http.resolve``) to one loopback address that
 serves the same small site for each of them; ``fetcher.server.delay`` is 1 s.
@@ -10,7 +10,7 @@ serves the same small site for each of them; ``fetcher.server.delay`` is 1 s.
 * ``by_ip_two_workers``: the same with two workers sharing the partitions.
 * ``by_host``: the same site crawled byHost is three queues with three
   independent paces — each name is paced, the address is not (the trade-off
-  the README documents).
+  docs/politeness.md documents).
 * ``moved``: a name crawled at one address is pinned to another after a
   restart; its URLs move to the new address's queue and are fetched there.
 

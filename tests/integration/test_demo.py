@@ -34,7 +34,8 @@ def test_the_demo_crawls_its_site_checks_it_and_exits_0(kafka_bootstrap: str, tm
     for name in ("every expected URL requested", "each URL requested exactly once", "every expected page FETCHED",
                  "disallowed pages never requested", "robots.txt fetched once per host",
                  "min gap per host >= fetcher.server.delay 0.2 s", "WARC readable by warcio index",
-                 "politeness audit (squall audit)"):
+                 "politeness audit (squall audit)", "one document per FETCHED HTML page",
+                 "search finds a page by its title"):
         assert f"[PASS] {name}:" in out, (name, out)
     assert "[FAIL]" not in out
     assert re.search(r"^progress: .* FETCHED \d+ ", out, re.M), out  # progress shown while it ran

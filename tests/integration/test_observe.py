@@ -335,7 +335,7 @@ def test_a_screenshot_of_the_dashboard_is_kept(observed: Observed) -> None:
         b = observed.browser
         b.call(lambda: b.page.screenshot(path=str(shot), full_page=True))
     assert shot.stat().st_size > 10_000
-    if os.environ.get("SQUALL_UPDATE_DOCS"):  # refresh the README's picture: SQUALL_UPDATE_DOCS=1
+    if os.environ.get("SQUALL_UPDATE_DOCS"):  # refresh docs/dashboard.png: SQUALL_UPDATE_DOCS=1
         shutil.copy(shot, ROOT / "docs" / "dashboard.png")
 
 

@@ -265,7 +265,7 @@ def test_a_frontier_dump_seeded_into_a_new_crawl_reproduces_its_url_set(site, cr
     dump = capsys.readouterr().out.splitlines()
     assert len(dump) == len(first.records()) == 8, dump
     root = served.url("127.0.0.29", "/")
-    assert main(["--conf", str(first.conf_path), "url", "show", root]) == 0
+    assert main(["--conf", str(first.conf_path), "url", "show", "--json", root]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["url"], shown["status"], shown["attempts"]) == (root, "FETCHED", 1), shown
     assert main(["--conf", str(first.conf_path), "urls", "--host", "127.0.0.30", "--status", "FETCHED"]) == 0

@@ -1,4 +1,4 @@
-"""The one pace model through the real broker, measured at the recording server (issue 7).
+"""The one pace model through the real broker, measured at the recording server (docs/politeness.md: the delay rule).
 
 * ``paced`` (``fetcher.server.delay`` 0.5 s, force on — the default): a
   Crawl-delay of 0 and one below the delay never speed a host up; a

@@ -1,4 +1,4 @@
-"""Rendering through the real broker, measured at the recording server (issue 12).
+"""Rendering through the real broker, measured at the recording server (docs/frontier.md: JavaScript pages).
 
 One single-page application whose links exist only after its script runs,
 crawled twice by a real worker: with ``render.enabled`` every page is found

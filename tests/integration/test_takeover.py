@@ -1,6 +1,6 @@
 """A take-over whose earlier owner's fetch messages never come: the host is not held for 600 s.
 
-Issue 9 (fault trial seed 9102): a worker recorded hand-outs in the hosts
+Stranded hand-outs (docs/faults.md, mend 3): a worker recorded hand-outs in the hosts
 table and died; their fetch messages never reached the next owner, so the
 hand-outs held every place of their hosts until ``frontier.inflight.timeout.secs``
 (600 s). Here the earlier owner is written straight into the hosts changelog —

@@ -1,4 +1,4 @@
-"""Tests of squall.policy.backoff (seed 002 refinement 5, StormCrawler #1973/#1984): fake clock, fixed seeds."""
+"""Tests of squall.policy.backoff (StormCrawler #1973/#1984): fake clock, fixed seeds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of squall.policy.crawl_delay (seeds 000/001, StormCrawler CrawlDelayPolicy, max-observed-wins)."""
+"""Tests of squall.policy.crawl_delay (StormCrawler CrawlDelayPolicy, max-observed-wins)."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def test_from_dict_refuses_wrong_types():
         CrawlDelayState.from_dict({"delay_s": "10"})
 
 
-# The keys robots pacing needs beside its own (squall.settings.rules, seed 000).
+# The keys robots pacing needs beside its own (squall.settings.rules, StormCrawler's CrawlDelayPolicy).
 SEED_000_CONTRACT = {"frontier.robots.crawl.delay.enabled": True, "fetcher.max.crawl.delay.force": True,
                      "metadata.persist": ["parse.*", "robots.crawl.delay"]}
 

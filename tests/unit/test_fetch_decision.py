@@ -8,8 +8,22 @@ import pytest
 
 from squall.policy.backoff import BackoffConfig
 from squall.policy.crawl_delay import CrawlDelayConfig
-from squall.policy.fetch_decision import (FetchConfig, Fetched, Go, Skip, before_fetch, deferred, ended, failed_unexpectedly,
-                                   fetch_id, hand_back_until, made_request, report, signal, skipped)
+from squall.policy.fetch_decision import (
+    FetchConfig,
+    Fetched,
+    Go,
+    Skip,
+    before_fetch,
+    deferred,
+    ended,
+    failed_unexpectedly,
+    fetch_id,
+    hand_back_until,
+    made_request,
+    report,
+    signal,
+    skipped,
+)
 from squall.policy.outcome import Outcome
 from squall.policy.pace import PaceConfig, PaceState, after_fetch
 from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
@@ -20,11 +34,23 @@ from squall.settings import load_settings
 NOW = 1_714_564_800.0
 SETTINGS = load_settings()
 ROBOTS = RobotsConfig.from_settings(SETTINGS)
-PACE = PaceConfig(server_delay_s=1.0, min_delay_s=0.0, force=True, retry_after_max_s=86400.0,
-                  backoff=BackoffConfig(1.0, 60.0, 3600.0), crawl=CrawlDelayConfig(False, 86400, 1800.0))
+PACE = PaceConfig(
+    server_delay_s=1.0,
+    min_delay_s=0.0,
+    force=True,
+    retry_after_max_s=86400.0,
+    backoff=BackoffConfig(1.0, 60.0, 3600.0),
+    crawl=CrawlDelayConfig(False, 86400, 1800.0),
+)
 CONFIG = FetchConfig(robots=ROBOTS, pace=PACE, lead_s=5.0, robots_retry_s=60.0, max_wait_s=300.0)
-MSG = FetchMessage(url="https://example.com/a", key="example.com", depth=1, metadata={"k": ["v"]},
-                   handed_out_at_s=NOW - 1, chain=["https://example.com/old"])
+MSG = FetchMessage(
+    url="https://example.com/a",
+    key="example.com",
+    depth=1,
+    metadata={"k": ["v"]},
+    handed_out_at_s=NOW - 1,
+    chain=["https://example.com/old"],
+)
 
 
 def robots(text: str = "User-agent: *\nAllow: /\n", **kw) -> tuple[RobotsEntry, object]:
@@ -49,13 +75,16 @@ def test_an_unreachable_robots_txt_without_a_retry_time_waits_the_robots_retry_b
     assert decision.retry_after_s == NOW + 60.0
 
 
-@pytest.mark.parametrize(("answer", "allow_on_403", "expected"), [
-    (503, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),   # unreachable: wait
-    (None, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),  # no answer at all: wait
-    (429, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),
-    (403, False, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),  # a disallow-all chosen for 403: disallowed
-    (200, True, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),   # the rules disallow /a
-])
+@pytest.mark.parametrize(
+    ("answer", "allow_on_403", "expected"),
+    [
+        (503, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),  # unreachable: wait
+        (None, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),  # no answer at all: wait
+        (429, True, Skip(Status.DISCOVERED, Reason.ROBOTS_UNAVAILABLE, NOW + 60.0)),
+        (403, False, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),  # a disallow-all chosen for 403: disallowed
+        (200, True, Skip(Status.ERROR, Reason.ROBOTS_DENIED)),  # the rules disallow /a
+    ],
+)
 def test_unreachable_robots_waits_as_unavailable_and_only_a_disallow_is_denied(answer, allow_on_403, expected):
     config = replace(CONFIG, robots=replace(ROBOTS, allow_on_403=allow_on_403, allow_on_5xx=False, retry_base_s=60.0))
     entry = decide(RobotsFetchOutcome(status=answer, body=b"User-agent: *\nDisallow: /a\n"), None, NOW, config.robots)
@@ -89,7 +118,8 @@ def test_an_allowed_url_is_fetched_with_its_crawl_delay_and_conditional_headers(
     entry, rules = robots("User-agent: *\nCrawl-delay: 2\n")
     msg = replace(MSG, etag='"x1"', last_modified="Wed, 01 May 2024 10:00:00 GMT")
     assert before_fetch(msg, entry, rules, NOW, CONFIG) == Go(
-        headers={"If-None-Match": '"x1"', "If-Modified-Since": "Wed, 01 May 2024 10:00:00 GMT"}, crawl_delay_s=2.0)
+        headers={"If-None-Match": '"x1"', "If-Modified-Since": "Wed, 01 May 2024 10:00:00 GMT"}, crawl_delay_s=2.0
+    )
 
 
 def test_a_first_fetch_sends_no_conditional_headers():
@@ -103,7 +133,11 @@ def test_a_first_fetch_sends_no_conditional_headers():
 def test_a_skipped_url_reports_its_status_and_an_event_without_a_request():
     status, event = skipped(MSG, Skip(Status.ERROR, Reason.ROBOTS_DENIED), NOW)
     assert (status.status, status.reason, status.fetched_at_s, status.chain) == (
-        Status.ERROR, "robots.denied", NOW, MSG.chain)
+        Status.ERROR,
+        "robots.denied",
+        NOW,
+        MSG.chain,
+    )
     assert (event.kind, event.requested, event.at_s, event.fetch_id) == (SignalKind.OTHER, False, NOW, fetch_id(MSG))
 
 
@@ -119,10 +153,18 @@ def test_an_unexpected_failure_is_retried_later_and_assumed_to_have_reached_the_
     assert event.requested  # the politer assumption: the host waits its delay
 
 
-@pytest.mark.parametrize(("reason", "requested"), [
-    (Reason.FETCH_BLOCKED_ADDRESS, False), (Reason.URL_SCHEME, False), (Reason.URL_HOST, False),
-    (Reason.FETCH_TIMEOUT, True), (Reason.FETCH_CONNECTION, True), (Reason.FETCH_PROTOCOL, True), (Reason.FETCH_DNS, True),
-])
+@pytest.mark.parametrize(
+    ("reason", "requested"),
+    [
+        (Reason.FETCH_BLOCKED_ADDRESS, False),
+        (Reason.URL_SCHEME, False),
+        (Reason.URL_HOST, False),
+        (Reason.FETCH_TIMEOUT, True),
+        (Reason.FETCH_CONNECTION, True),
+        (Reason.FETCH_PROTOCOL, True),
+        (Reason.FETCH_DNS, True),
+    ],
+)
 def test_a_transport_failure_counts_as_a_request_unless_nothing_was_sent(reason, requested):
     assert made_request(reason) is requested
 
@@ -132,8 +174,13 @@ def test_a_transport_failure_counts_as_a_request_unless_nothing_was_sent(reason,
 
 @pytest.mark.parametrize(("blocked_for_s", "handed_back"), [(0.0, False), (5.0, False), (5.1, True), (3600.0, True)])
 def test_urls_waiting_at_the_fetcher_are_handed_back_only_for_a_block_beyond_the_lead(blocked_for_s, handed_back):
-    pace = after_fetch(None, ended(MSG, SignalKind.RETRY_AFTER, NOW, requested=True, retry_until_s=NOW + blocked_for_s),
-                       PACE) if blocked_for_s else PaceState(next_fetch_at_s=NOW + 30)
+    pace = (
+        after_fetch(
+            None, ended(MSG, SignalKind.RETRY_AFTER, NOW, requested=True, retry_until_s=NOW + blocked_for_s), PACE
+        )
+        if blocked_for_s
+        else PaceState(next_fetch_at_s=NOW + 30)
+    )
     until = hand_back_until(pace, NOW, CONFIG)
     assert (until is not None) is handed_back
     if handed_back:
@@ -161,19 +208,42 @@ def test_the_signal_is_the_pace_event_and_round_trips_through_the_topic():
     pace = after_fetch(None, event, PACE)
     sig = SignalMessage.from_bytes(signal(MSG, event, pace).to_bytes())
     assert (sig.key, sig.url, sig.fetch_id, sig.kind, sig.at_s, sig.requested) == (
-        MSG.key, MSG.url, event.fetch_id, SignalKind.RATE_LIMITED, NOW, True)
+        MSG.key,
+        MSG.url,
+        event.fetch_id,
+        SignalKind.RATE_LIMITED,
+        NOW,
+        True,
+    )
     assert (sig.crawl_delay_s, sig.robots_crawl_delay_s, sig.handed_out_at_s, sig.delay_s) == (
-        2.0, 3, MSG.handed_out_at_s, pace.delay_s)
+        2.0,
+        3,
+        MSG.handed_out_at_s,
+        pace.delay_s,
+    )
 
 
 def test_a_page_reports_itself_with_its_validators_and_its_outlinks():
     outcome = Outcome(Status.FETCHED, SignalKind.SUCCESS, http_status=200, parse=True)
     link = StatusMessage(url="https://example.com/b", depth=2)
-    out = report(MSG, outcome, Fetched(etag='"e"', last_modified="lm", truncated=True), NOW, PaceState(),
-                 ({"parse.title": ["A"]}, [link]), Go())
+    out = report(
+        MSG,
+        outcome,
+        Fetched(etag='"e"', last_modified="lm", truncated=True),
+        NOW,
+        PaceState(),
+        ({"parse.title": ["A"]}, [link]),
+        Go(),
+    )
     own = out[0]
     assert (own.status, own.http_status, own.etag, own.last_modified, own.truncated, own.fetched_at_s) == (
-        Status.FETCHED, 200, '"e"', "lm", True, NOW)
+        Status.FETCHED,
+        200,
+        '"e"',
+        "lm",
+        True,
+        NOW,
+    )
     assert own.metadata == {"k": ["v"], "parse.title": ["A"]}
     assert out[1:] == [link]
 
@@ -190,8 +260,11 @@ def test_a_redirect_reports_its_target_as_discovered_with_the_chain():
     out = report(MSG, outcome, Fetched(), NOW, PaceState(), None, Go(forward_s=3))
     assert out[0].metadata["robots.crawl.delay"] == ["3"]
     target = out[1]
-    assert (target.url, target.status, target.chain) == ("https://example.com/new", Status.DISCOVERED,
-                                                         MSG.chain + [MSG.url])
+    assert (target.url, target.status, target.chain) == (
+        "https://example.com/new",
+        Status.DISCOVERED,
+        MSG.chain + [MSG.url],
+    )
     assert "robots.crawl.delay" not in target.metadata  # an outlink never inherits its parent's delay
 
 
@@ -220,3 +293,42 @@ def test_a_robots_request_paces_the_next_one_with_the_crawl_delay_it_taught_and_
 def test_the_config_reads_the_defaults_file():
     config = FetchConfig.from_settings(SETTINGS)
     assert (config.lead_s, config.robots_retry_s, config.max_wait_s) == (0.5, 60.0, 300.0)
+
+
+def test_the_outlink_batch_of_the_pages_own_partition_rides_with_its_result() -> None:
+    from squall.policy.fetch_decision import same_partition_batch
+    from squall.policy.partition import partition_for_key
+
+    partitions, key = 8, "example.com"
+    elsewhere = next(
+        f"h{i}.example"
+        for i in range(100)
+        if partition_for_key(f"h{i}.example", partitions) != partition_for_key(key, partitions)
+    )
+    own = StatusMessage(url="https://example.com/p", status=Status.FETCHED, fetched_at_s=1.0)
+    seeded = StatusMessage(url="https://example.com/s", seed=True)
+    other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
+    same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
+    statuses = [own, seeded, other, same]
+    assert same_partition_batch(statuses, 0, key, "byHost", partitions) == 3
+    assert same_partition_batch(statuses[:3], 0, key, "byHost", partitions) is None  # a seed never rides along
+
+
+REVISIT_CASES = [
+    # (digest of the hand-out's record, its archive date, this fetch's digest, expected refers-to date)
+    ("sha1:A", 100.0, "sha1:A", 100.0),  # unchanged: a revisit of the archived record
+    ("sha1:A", 100.0, "sha1:B", None),  # changed: archived in full
+    ("sha1:A", None, "sha1:A", None),  # never archived (WARC was off): nothing to refer to
+    (None, None, "sha1:A", None),  # first fetch
+    ("sha1:A", 100.0, None, None),  # no digest computed
+]
+
+
+@pytest.mark.parametrize(("digest", "archived_at_s", "fetched", "expected"), REVISIT_CASES)
+def test_revisit_of_refers_to_the_archived_record_only_for_an_identical_payload(
+    digest, archived_at_s, fetched, expected
+):
+    from squall.policy.fetch_decision import revisit_of
+
+    msg = FetchMessage(url="http://h.test/", key="h.test", payload_digest=digest, archived_at_s=archived_at_s)
+    assert revisit_of(msg, fetched) == expected

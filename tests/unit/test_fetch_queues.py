@@ -1,4 +1,4 @@
-"""Tests of squall.policy.fetch_queues (seed 004, StormCrawler FetchItemQueues): fake clock, fixed seeds.
+"""Tests of squall.policy.fetch_queues (StormCrawler FetchItemQueues, apache/stormcrawler PR #2129): fake clock, fixed seeds.
 
 The queues order; the pace model (squall.policy.pace) says when. These tests pass
 the start times in as the fetcher does.

@@ -185,7 +185,7 @@ def test_a_heartbeat_after_a_lapse_is_not_trusted(
 
 
 def test_a_heartbeat_answered_after_an_outage_ends_the_membership_and_asks_for_a_rejoin() -> None:
-    """Fault trial 9103: Kafka 4.1 confirmed a member after a broker restart, then reloaded the group without it."""
+    """The broker kill -9 fault trial: Kafka 4.1 confirmed a member after a broker restart, then reloaded the group without it."""
     clock = Clock()
     coordinator = Coordinator(clock, pl.NONE, latency_s=0.0)
     lease = GroupLease(FENCE, clock)
@@ -207,7 +207,7 @@ def test_a_heartbeat_answered_after_an_outage_ends_the_membership_and_asks_for_a
 
 
 def test_a_generation_reset_for_any_request_ends_the_membership() -> None:
-    """aiokafka resets its generation when an OffsetCommit is refused as from an unknown member (trial 9103)."""
+    """aiokafka resets its generation when an OffsetCommit is refused as from an unknown member (the broker kill -9 fault trial)."""
     clock = Clock()
     coordinator = Coordinator(clock, pl.NONE)
     lease = GroupLease(FENCE, clock)

@@ -1,4 +1,4 @@
-"""requirements.lock pins every dependency pyproject.toml names, at one exact version (issue 8, house habits)."""
+"""requirements.lock pins every dependency pyproject.toml names, at one exact version (reproducible installs)."""
 
 from __future__ import annotations
 

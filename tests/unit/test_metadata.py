@@ -1,4 +1,4 @@
-"""Tests of squall.policy.metadata (StormCrawler metadata.persist / metadata.transfer; seed 000: no inherited delay)."""
+"""Tests of squall.policy.metadata (StormCrawler metadata.persist / metadata.transfer; a robots delay is never inherited by outlinks)."""
 
 from __future__ import annotations
 

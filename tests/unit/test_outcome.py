@@ -1,4 +1,4 @@
-"""Tests of squall.policy.outcome: the module's table of answers, one row per case (seed 003, #1973, #1984)."""
+"""Tests of squall.policy.outcome: the module's table of answers, one row per case (StormCrawler #1973, #1984)."""
 
 from __future__ import annotations
 

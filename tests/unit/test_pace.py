@@ -154,7 +154,7 @@ def test_an_other_outcome_keeps_the_block_in_force():
     assert state.blocked_until_s == NOW + 50
 
 
-# ---------------------------------------------------------------- frontier robots delay (seed 000)
+# ---------------------------------------------------------------- frontier robots delay (StormCrawler's CrawlDelayPolicy)
 
 
 def test_a_forwarded_delay_paces_later_fetches_that_do_not_carry_it():

@@ -252,7 +252,8 @@ def test_a_default_status_message_encodes_without_nulls_and_round_trips():
 
 def test_a_fetch_message_survives_a_round_trip():
     msg = FetchMessage(url="https://example.com/a", key="example.com", depth=1, metadata={"k": ["v"]}, attempt=2,
-                       handed_out_at_s=NOW, etag='"e"', last_modified="d", chain=["https://example.com/"])
+                       handed_out_at_s=NOW, etag='"e"', last_modified="d", chain=["https://example.com/"],
+                       payload_digest="sha1:ABC", archived_at_s=NOW - 10)
     assert FetchMessage.from_bytes(msg.to_bytes()) == msg
     bare = FetchMessage(url="https://example.com/a", key="example.com")
     assert FetchMessage.from_bytes(bare.to_bytes()) == bare
@@ -333,3 +334,11 @@ def test_the_hand_built_encoding_matches_the_dataclass_fields():
 def test_a_malformed_batch_is_refused(fields):
     with pytest.raises(MessageError):
         StatusMessage.from_bytes(encode({"url": "https://example.com/a", **fields}))
+
+
+def test_a_result_carries_its_payload_digest_and_archive_date():
+    msg = StatusMessage(url="https://example.com/a", status=Status.FETCHED, fetched_at_s=NOW, http_status=200,
+                        payload_digest="sha1:ABC", archived_at_s=NOW - 1)
+    assert StatusMessage.from_bytes(msg.to_bytes()) == msg
+    with pytest.raises(MessageError):
+        StatusMessage.from_bytes(b'{"url": "https://example.com/a", "payload_digest": 5}')

@@ -172,3 +172,32 @@ def test_the_outcome_becomes_parse_render_metadata():
                              "parse.render.refused": ["budget=0", "other_site=2"]}
     failed = RenderOutcome(html=None, failure=RenderFailure.TIMEOUT, sent=1, refused={}, elapsed_s=20.0)
     assert failed.metadata()["parse.render"] == ["failed", "render.timeout"]
+
+
+# ---------------------------------------------------------------- what the robots cache says of a browser request
+
+
+def _robots_known(kind: str, text: str = "", expires_in_s: float = 3600.0, unreachable: bool = False):
+    from squall.policy.robots_rules import RobotsConfig, RobotsKind
+    from squall.policy.robots_status import RobotsEntry, RobotsFetchOutcome, decide
+
+    config = RobotsConfig.from_settings(load_settings())
+    if unreachable:
+        entry = decide(RobotsFetchOutcome(status=None), None, 1000.0, config)
+    else:
+        entry = RobotsEntry(kind=RobotsKind(kind), robots_text=text, fetched_at_s=990.0, expires_at_s=1000.0 + expires_in_s)
+    return entry, entry.rules(config)
+
+
+def test_the_robots_answer_of_a_browser_request_follows_the_cached_robots_txt() -> None:
+    from squall.policy.render_policy import robots_answer
+
+    rules = _robots_known("rules", "User-agent: *\nDisallow: /private\n")
+    assert robots_answer(rules, "https://example.com/ok", 1000.0) is RobotsAnswer.ALLOWED
+    assert robots_answer(rules, "https://example.com/private/x", 1000.0) is RobotsAnswer.DENIED
+    assert robots_answer(None, "https://example.com/ok", 1000.0) is RobotsAnswer.UNKNOWN
+    stale = _robots_known("rules", "User-agent: *\nAllow: /\n", expires_in_s=-1.0)
+    assert robots_answer(stale, "https://example.com/ok", 1000.0) is RobotsAnswer.UNKNOWN  # never fetched here
+    assert robots_answer(_robots_known("", unreachable=True), "https://example.com/ok", 1000.0) is (
+        RobotsAnswer.UNAVAILABLE
+    )

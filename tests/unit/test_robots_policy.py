@@ -1,4 +1,4 @@
-"""Tests of squall.policy.robots_rules: RFC 9309 parsing and status rules, seed 002 caching, seed 000 Crawl-delay."""
+"""Tests of squall.policy.robots_rules: RFC 9309 parsing and status rules, RFC 9309 §2.4 caching, Crawl-delay."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ EXTENT_CASES = [
     ("rfp unknown", RFP_EXAMPLE, "unknown", "/org/plans.html", False),
     ("rfp unknown", RFP_EXAMPLE, "unknown", "/~mak/mak.html", True),
     ("rfp unknown", RFP_EXAMPLE, "unknown", "/orgo.gif", False),
-    # issue 10: lines that are not rules do not end a run of User-agent lines
+    # RFC 9309 §2.2.1 and crawler-commons: lines that are not rules do not end a run of User-agent lines
     ("crawl-delay between agents", A_DELAY_B, "a", "/x", False),
     ("crawl-delay between agents", A_DELAY_B, "b", "/x", False),
     ("unknown line between agents", "User-agent: a\nFoo: bar\nUser-agent: b\nDisallow: /x\n", "a", "/x", False),
@@ -299,7 +299,7 @@ def test_group_extent_follows_rfc_9309_and_the_reference_parsers(source, text, a
 
 
 @pytest.mark.parametrize("text, agent, delay", [
-    (A_DELAY_B, "b", 1.0),   # issue 10's case
+    (A_DELAY_B, "b", 1.0),   # Crawl-delay between two User-agent lines
     (A_DELAY_B, "a", 1.0),
     (A_RULE_DELAY_B, "b", None),
     (A_RULE_DELAY_B, "a", 3.0),
@@ -593,7 +593,7 @@ def test_the_permissive_5xx_opt_in_prefers_the_last_good_copy_over_allow_all():
     assert not entry.rules(cfg).allowed("/private") and entry.rules(cfg).allowed("/public")
 
 
-# ---------------------------------------------------------------- cache lifetime (RFC 9309 §2.4, seed 002)
+# ---------------------------------------------------------------- cache lifetime (RFC 9309 §2.4)
 
 TTL_CASES = [
     ({}, 86_400),
@@ -631,7 +631,7 @@ def test_a_refresh_is_due_from_refresh_ahead_seconds_before_expiry(offset_s, due
     assert entry.is_fresh(NOW_S + offset_s) is (offset_s < DAY_S)
 
 
-# ---------------------------------------------------------------- Crawl-delay at the fetcher (seed 000)
+# ---------------------------------------------------------------- Crawl-delay at the fetcher (StormCrawler's CrawlDelayPolicy)
 
 CRAWL_DELAY_CASES = [
     # (robots delay, force, decision)

@@ -1,8 +1,9 @@
-"""Tests of squall.policy.schedule (StormCrawler DefaultScheduler, seed 003): fake clock, one transition function."""
+"""Tests of squall.policy.schedule (StormCrawler DefaultScheduler): fake clock, one transition function."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import pathlib
 from dataclasses import replace
@@ -14,9 +15,12 @@ from squall.policy.records import Reason, Status, StatusMessage
 from squall.policy.schedule import (
     DISCOVERED_PRIORITY,
     SEED_PRIORITY,
+    AdaptiveConfig,
     Incoming,
+    IntervalReason,
     ScheduleConfig,
     UrlRecord,
+    adaptive_interval,
     apply,
     kind_of,
     new_record,
@@ -526,3 +530,101 @@ def test_a_record_knows_whether_a_hand_outs_result_is_in():
     assert record.reported_since(99.5) and record.reported_since(100.0)
     assert not record.reported_since(100.5)
     assert not UrlRecord(url="https://example.com/", key="example.com").reported_since(0.0)
+
+
+# ---------------------------------------------------------------- adaptive revisits (StormCrawler AdaptiveScheduler)
+
+ADAPTIVE = AdaptiveConfig(min_interval_s=60 * MIN, max_interval_s=20160 * MIN, rate_incr=0.5, rate_decr=0.5)
+ADAPTIVE_CONFIG = replace(CONFIG, adaptive=ADAPTIVE)
+DAY = 1440 * MIN
+
+ADAPTIVE_CASES = [
+    # (previous interval, old digest, new digest, 304, expected interval, reason)
+    (None, None, "sha1:A", False, DAY, IntervalReason.FIRST),  # first fetch: the default
+    (DAY, "sha1:A", "sha1:A", False, 1.5 * DAY, IntervalReason.UNCHANGED),
+    (DAY, "sha1:A", None, True, 1.5 * DAY, IntervalReason.NOT_MODIFIED),  # a 304 grows it too
+    (DAY, "sha1:A", "sha1:B", False, 0.5 * DAY + 0.5 * 60 * MIN, IntervalReason.CHANGED),
+    (13000 * MIN, "sha1:A", "sha1:A", False, 19500 * MIN, IntervalReason.UNCHANGED),
+    (14000 * MIN, "sha1:A", "sha1:A", False, 20160 * MIN, IntervalReason.UNCHANGED),  # capped at the maximum
+    (60 * MIN, "sha1:A", "sha1:B", False, 60 * MIN, IntervalReason.CHANGED),  # the minimum holds
+    (DAY, None, "sha1:B", False, DAY, IntervalReason.FIRST),  # no earlier digest: nothing to compare
+]
+
+
+@pytest.mark.parametrize(("previous", "old", "new", "not_modified", "interval", "reason"), ADAPTIVE_CASES)
+def test_adaptive_interval_grows_when_unchanged_and_shrinks_towards_the_minimum_when_changed(
+    previous, old, new, not_modified, interval, reason
+):
+    assert adaptive_interval(previous, old, new, not_modified, DAY, ADAPTIVE) == pytest.approx((interval, reason))
+
+
+def test_a_changed_page_approaches_the_minimum_ever_more_slowly_and_never_below_it():
+    interval, steps = DAY, []
+    for _ in range(12):
+        interval, _ = adaptive_interval(interval, "sha1:A", "sha1:B", False, DAY, ADAPTIVE)
+        steps.append(interval)
+    assert all(a > b >= 60 * MIN for a, b in itertools.pairwise(steps))
+    assert steps[-1] - 60 * MIN < 30.0  # the distance to the minimum halves at each change
+
+
+def test_the_record_keeps_digest_interval_and_reason_and_the_next_fetch_follows_them():
+    first = apply(discovered(), result(Status.FETCHED, NOW, http_status=200, payload_digest="sha1:A"), ADAPTIVE_CONFIG)
+    assert (first.payload_digest, first.fetch_interval_s, first.interval_reason) == ("sha1:A", DAY, IntervalReason.FIRST)
+    assert first.next_fetch_at_s == NOW + DAY
+
+    later = NOW + DAY
+    same = apply(first, result(Status.FETCHED, later, http_status=200, payload_digest="sha1:A"), ADAPTIVE_CONFIG)
+    assert (same.fetch_interval_s, same.interval_reason) == (1.5 * DAY, IntervalReason.UNCHANGED)
+    assert same.next_fetch_at_s == later + 1.5 * DAY
+
+    changed = apply(same, result(Status.FETCHED, later + 1, http_status=200, payload_digest="sha1:B"), ADAPTIVE_CONFIG)
+    assert changed.interval_reason is IntervalReason.CHANGED and changed.payload_digest == "sha1:B"
+    assert changed.fetch_interval_s == pytest.approx(0.75 * DAY + 30 * MIN)
+
+    # a 304 carries no body: the digest stays, the interval grows
+    answer = result(Status.FETCHED, later + 2, http_status=304, not_modified=True, payload_digest="sha1:EMPTY")
+    kept = apply(changed, answer, ADAPTIVE_CONFIG)
+    assert kept.payload_digest == "sha1:B" and kept.interval_reason is IntervalReason.NOT_MODIFIED
+    assert kept.fetch_interval_s == pytest.approx(changed.fetch_interval_s * 1.5)
+
+    # the record and its reason survive the table's JSON
+    assert UrlRecord.from_dict(json.loads(json.dumps(kept.to_dict()))) == kept
+
+
+def test_without_the_adaptive_schedule_the_record_has_no_interval_and_the_default_applies():
+    rec = apply(discovered(), result(Status.FETCHED, NOW, http_status=200, payload_digest="sha1:A"), CONFIG)
+    assert (rec.fetch_interval_s, rec.interval_reason, rec.next_fetch_at_s) == (None, None, NOW + DAY)
+    assert rec.payload_digest == "sha1:A"
+
+
+def test_adaptive_keys_are_stormcrawlers_in_minutes():
+    s = load_settings(overrides={"scheduler.adaptive.enabled": True, "scheduler.adaptive.fetchInterval.min": 30,
+                                 "scheduler.adaptive.fetchInterval.max": 600,
+                                 "scheduler.adaptive.fetchInterval.rate.incr": 0.25})
+    assert ScheduleConfig.from_settings(s).adaptive == AdaptiveConfig(30 * MIN, 600 * MIN, 0.25, 0.5)
+    assert ScheduleConfig.from_settings(load_settings(overrides={})).adaptive is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"scheduler.adaptive.fetchInterval.min": 0},
+        {"scheduler.adaptive.fetchInterval.max": 10, "scheduler.adaptive.fetchInterval.min": 20},
+        {"scheduler.adaptive.fetchInterval.rate.incr": 0},
+        {"scheduler.adaptive.fetchInterval.rate.decr": 1.5},
+    ],
+)
+def test_bad_adaptive_keys_stop_the_settings_with_the_key_named(overrides):
+    from squall.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_settings(overrides=overrides)
+    assert err.value.key in overrides
+
+
+def test_the_record_keeps_the_archive_date_of_its_payload_and_a_304_keeps_the_earlier_one():
+    first = apply(discovered(), result(Status.FETCHED, NOW, http_status=200, payload_digest="sha1:A",
+                                       archived_at_s=NOW - 0.5), CONFIG)
+    assert (first.payload_digest, first.archived_at_s) == ("sha1:A", NOW - 0.5)
+    answer = result(Status.FETCHED, NOW + 10, http_status=304, not_modified=True, archived_at_s=NOW + 9.5)
+    assert apply(first, answer, CONFIG).archived_at_s == NOW - 0.5

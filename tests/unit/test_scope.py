@@ -1,4 +1,4 @@
-"""Scope and trap guards (squall.policy.scope), seed 002 a–d."""
+"""Scope and trap guards (squall.policy.scope)."""
 
 from __future__ import annotations
 

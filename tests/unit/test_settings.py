@@ -1,4 +1,4 @@
-"""Tests of squall.settings and squall.settings.rules: strict config, keys named, seed 000's contract."""
+"""Tests of squall.settings and squall.settings.rules: strict config, keys named, robots pacing's configuration contract."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ def test_a_count_below_one_is_refused_with_its_key(defaults, key):
     assert err.value.key == key
 
 
-# ---------------------------------------------------------------- robots pacing: seed 000's configuration contract
+# ---------------------------------------------------------------- robots pacing: the configuration robots pacing requires
 
 ROBOTS_PACING = {
     "frontier.robots.crawl.delay.enabled": True,

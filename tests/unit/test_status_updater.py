@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
-import topology  # noqa: F401 (declares the app and imports the agents)
+import topology  # declares the app
 import agents.common as common
 import agents.status_updater as su
-from agents.runtime import PARTITIONS, state
+from agents.worker_state import state
 from squall.policy.frontier import DueIndex
 from squall.policy.partition import partition_for_key
 from squall.policy.records import Reason, Status, StatusMessage
 
 NOW = 1_714_564_800.0
+PARTITIONS = topology.settings.topology_partitions
 
 
 class JsonTable(dict):
@@ -38,8 +39,7 @@ class JsonTable(dict):
 @pytest.fixture
 def tables(monkeypatch: pytest.MonkeyPatch) -> tuple[JsonTable, JsonTable]:
     urls, hosts = JsonTable(), JsonTable()
-    monkeypatch.setattr(common, "hosts_table", hosts)
-    monkeypatch.setattr(su, "urls_table", urls)
+    monkeypatch.setattr(topology.app, "squall_tables", common.Tables(urls=urls, hosts=hosts))  # handed in
     monkeypatch.setattr(state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
     return urls, hosts
 

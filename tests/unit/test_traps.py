@@ -49,7 +49,7 @@ PATHS = [
     ("/a/b/a/b", None),
     ("/a/b/a/b/a/b", Reason.TRAP_REPEATED_RUN),                       # the third copy is refused
     ("/a/b/c/d/a/b/c/d", None),
-    ("/a/b/c/d/a/b/c/d/a/b/c/d", Reason.TRAP_REPEATED_RUN),           # issue 10: a run of four
+    ("/a/b/c/d/a/b/c/d/a/b/c/d", Reason.TRAP_REPEATED_RUN),           # a run of four
     ("/a/b/c/d/e/a/b/c/d/e/a/b/c/d/e/", Reason.TRAP_REPEATED_RUN),
     ("/x/shop.example/", None),
     ("/x/shop.example/x/shop.example/", Reason.TRAP_HOST_SEGMENT),     # a scheme-less link, twice

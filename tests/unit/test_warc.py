@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from squall.net.warc import WarcWriter
+from squall.net.warc import WarcWriter, payload_digest
 
 WARCIO = Path(sys.executable).parent / "warcio"
 FIXED_NOW_S = 1_700_000_000.25  # 2023-11-14T22:13:20.25Z
@@ -214,3 +214,43 @@ def test_a_conversion_of_an_unknown_response_still_names_its_target_uri_and_date
     _, headers, _, _ = records(path)[-1]
     assert headers.get_header("WARC-Refers-To") is None
     assert headers.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.2:8080/gone"
+
+
+def test_the_payload_digest_is_warcios_and_a_given_one_is_written_as_is(tmp_path):
+    body = b"<html><body>digest me</body></html>"
+    with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
+        computed = fetch(writer, url="http://127.0.0.2:8080/computed", body=body)
+        given = fetch(writer, url="http://127.0.0.2:8080/given", body=body, payload_digest=payload_digest(body))
+    assert computed == given
+    responses = [r for r in records(computed) if r[0] == "response"]
+    digests = [r[1].get_header("WARC-Payload-Digest") for r in responses]
+    assert digests == [payload_digest(body), payload_digest(body)]
+    assert payload_digest(body).startswith("sha1:") and len(payload_digest(body)) == 5 + 32
+    # warcio's own check of the archive agrees with the digest written without computing it
+    proc = subprocess.run([str(WARCIO), "check", str(computed)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_unchanged_payload_becomes_a_revisit_record_that_warcio_indexes(tmp_path):
+    body = b"<html><body>same as before</body></html>"
+    url = "http://127.0.0.2:8080/same"
+    with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
+        path = fetch(writer, url=url, body=body)
+        writer.write_revisit(
+            url, request_headers=[("User-Agent", "squall/0.1")], status=200, reason="OK",
+            response_headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")], body_length=len(body),
+            ip="127.0.0.2", fetched_at_s=FIXED_NOW_S + 86400, payload_digest=payload_digest(body),
+            refers_to_date_s=FIXED_NOW_S,
+        )
+    recs = records(path)
+    assert [r[0] for r in recs] == ["warcinfo", "response", "request", "revisit", "request"]
+    _, rev_warc, rev_http, rev_body = recs[3]
+    assert rev_warc.get_header("WARC-Profile") == "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+    assert rev_warc.get_header("WARC-Refers-To-Target-URI") == url
+    assert rev_warc.get_header("WARC-Refers-To-Date") == recs[1][1].get_header("WARC-Date")
+    assert rev_warc.get_header("WARC-Payload-Digest") == recs[1][1].get_header("WARC-Payload-Digest")
+    assert rev_warc.get_header("WARC-Date") == "2023-11-15T22:13:20.250000Z"
+    assert rev_http.get_statuscode() == "200" and rev_body == b""
+    assert rev_http.get_header("X-Squall-Original-Content-Encoding") == "gzip"
+    index = warcio_index(path)
+    assert [e["warc-type"] for e in index] == ["warcinfo", "response", "request", "revisit", "request"]

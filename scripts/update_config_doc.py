@@ -1,6 +1,6 @@
-"""Rewrite the README's configuration table from config/crawler-default.yaml (scripts/config_table.py).
+"""Rewrite the configuration table of docs/configuration.md from config/crawler-default.yaml (scripts/config_table.py).
 
-    .venv/bin/python scripts/update_readme_keys.py
+    .venv/bin/python scripts/update_config_doc.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def main() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         runpy.run_path(str(ROOT / "scripts" / "config_table.py"), run_name="__main__")
-    readme_path = ROOT / "README.md"
+    readme_path = ROOT / "docs" / "configuration.md"
     readme = readme_path.read_text(encoding="utf-8")
     start = readme.index(START)
     end = readme.find("\n## ", start)

@@ -1,4 +1,4 @@
-"""Per-worker, in-memory state shared by the agents: caches of the tables, never the truth.
+"""Per-worker, in-memory state shared by the agents (a helper, no agent): caches of the tables, never the truth.
 
 The due indexes are rebuilt from the urls and hosts tables after every
 rebalance (restart included); losing them loses nothing.
@@ -10,19 +10,15 @@ import asyncio
 import logging
 import time
 
+from agents.common import config, tables
 from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import assigned_since, release_at_s
-from squall.worker.offset_commit import StuckWatch
-from topology import app, hosts_table, settings, ticks_topic, urls_table
+from topology import app, settings, ticks_topic
 
 log = logging.getLogger("squall.runtime")
-PARTITIONS: int = settings.topology_partitions
-INFLIGHT_TIMEOUT_S: float = settings.frontier_inflight_timeout_secs
-AHEAD: int = settings.frontier_handout_ahead
-LEAD_S: float = settings.frontier_handout_lead_secs
-TAKEOVER_GRACE_S: float = settings.frontier_takeover_grace_secs
 
 
 class WorkerState:
@@ -43,7 +39,7 @@ class WorkerState:
         self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
-        return self.indexes.get(partition_for_key(key, PARTITIONS))
+        return self.indexes.get(partition_for_key(key, settings.topology_partitions))
 
     async def rebuild(self, partitions: set[int], chunk: int = 2000) -> None:
         """Rebuild the due indexes of ``partitions`` from the tables (after recovery).
@@ -89,23 +85,28 @@ class WorkerState:
     ) -> tuple[int, int] | None:
         """Fill ``indexes`` from the tables: (URLs scheduled, URLs in flight), or None (superseded)."""
         in_flight: dict[str, float] = {}  # URL → hand-out time (s)
-        for n, value in enumerate(hosts_table.values(), 1):
+        for n, value in enumerate(tables().hosts.values(), 1):
             host = HostRecord.from_dict(value)
-            index = indexes.get(partition_for_key(host.key, PARTITIONS))
+            index = indexes.get(partition_for_key(host.key, settings.topology_partitions))
             if index is not None:
-                index.set_host_ready(host.key, host.eligible_at_s(INFLIGHT_TIMEOUT_S, now, AHEAD, LEAD_S))
-                live = host.live_in_flight(INFLIGHT_TIMEOUT_S, now)
+                index.set_host_ready(
+                    host.key,
+                    eligible_at_s(host, now, config().handout),
+                )
+                live = host.live_in_flight(settings.frontier_inflight_timeout_secs, now)
                 in_flight.update(live)
-                partition = partition_for_key(host.key, PARTITIONS)
-                at = release_at_s(live, self.assigned_at[partition], host.delay_s, TAKEOVER_GRACE_S)
+                partition = partition_for_key(host.key, settings.topology_partitions)
+                at = release_at_s(
+                    live, self.assigned_at[partition], host.delay_s, settings.frontier_takeover_grace_secs
+                )
                 if at is not None:
                     self.stranded.setdefault(partition, {})[host.key] = at
             if n % chunk == 0 and not await self._still(generation):
                 return None
         count = 0
-        for n, value in enumerate(urls_table.values(), 1):
+        for n, value in enumerate(tables().urls.values(), 1):
             rec = UrlRecord.from_dict(value)
-            index = indexes.get(partition_for_key(rec.key, PARTITIONS))
+            index = indexes.get(partition_for_key(rec.key, settings.topology_partitions))
             handed_out_at_s = in_flight.get(rec.url)
             awaited = handed_out_at_s is not None and not rec.reported_since(handed_out_at_s)
             if index is not None and rec.next_fetch_at_s is not None and not awaited:
@@ -136,19 +137,3 @@ def owned_partitions() -> set[int]:
     """The partitions this worker owns now (every topic is co-partitioned: those of the ticks topic)."""
     topic = ticks_topic.get_topic_name()
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
-
-
-@app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
-async def _rebuild_after_recovery(sender, **kwargs) -> None:
-    await state.rebuild(owned_partitions())
-
-
-STUCK = StuckWatch(settings.kafka_stuck_partition_secs)
-
-
-@app.timer(5.0)
-async def _read_stuck_partitions_again() -> None:
-    """Issue 9: a stream partition whose messages stopped coming is read again (``kafka.stuck.partition.secs``)."""
-    read_again = getattr(app.consumer, "read_stuck_again", None)  # squall's consumer (squall.worker.kafka_consumer)
-    if read_again is not None and STUCK.after_s > 0:
-        await read_again(STUCK, time.time())

@@ -1,4 +1,4 @@
-"""The README documents every configuration key of config/crawler-default.yaml with its default value."""
+"""docs/configuration.md documents every configuration key of config/crawler-default.yaml with its default value."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ config_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(config_table)
 
 
-def test_every_default_key_appears_in_the_readme_with_its_default_value():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_every_default_key_appears_in_the_configuration_page_with_its_default_value():
+    readme = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     text = DEFAULTS_FILE.read_text(encoding="utf-8")
     rows = config_table.rows(text)
     assert {key for _section, key, _default, _comment in rows} == set(yaml.safe_load(text))
     wrong = [f"{key} = {default}" for _section, key, default, _comment in rows
              if f"| `{key}` | `{default}` |" not in readme]
-    assert not wrong, ("README.md lacks these keys or states another default "
-                       f"(regenerate its table with scripts/config_table.py): {wrong}")
+    assert not wrong, ("docs/configuration.md lacks these keys or states another default "
+                       f"(regenerate its table with scripts/update_config_doc.py): {wrong}")

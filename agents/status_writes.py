@@ -1,0 +1,71 @@
+"""What one status-topic event leaves to do (a helper of :mod:`agents.status_updater`, no agent).
+
+:class:`Handled` collects the messages to send on; :class:`Writes` buffers
+the event's table writes so each host record is read and written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agents.common import load_host, save_host
+from squall.policy.frontier import HostRecord
+from squall.policy.records import FetchMessage, SignalMessage
+from squall.policy.schedule import UrlRecord
+
+
+@dataclass
+class Handled:
+    """What :func:`agents.status_updater.handle` leaves to the agent: messages to send on and messages to dead-letter.
+
+    ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
+    another partition; ``dead``: (message bytes, the error) to dead-letter;
+    ``pending`` (byIP): (host, port, message bytes) of URLs whose host this
+    worker has not resolved yet; ``handouts``: fetch messages of the next
+    URLs of a host whose result freed a place (:func:`agents.queues.hand_out_next`);
+    ``signals``: a result's signal not applied here (its URL was bad, or
+    byIP), for the queue regulator.
+    """
+
+    reroutes: list[tuple[bytes, int, bytes]] = field(default_factory=list)
+    dead: list[tuple[bytes, Exception]] = field(default_factory=list)
+    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+    handouts: list[FetchMessage] = field(default_factory=list)
+    signals: list[SignalMessage] = field(default_factory=list)
+    writes: Writes = field(default_factory=lambda: Writes())
+
+
+@dataclass
+class Writes:
+    """One event's table writes, buffered so each host record is read and written once.
+
+    ``hosts``: key → (record as read, record now); ``stores``: URL records to
+    write, after the host records (a crash in between re-delivers the
+    message, and a URL already stored would no longer count in its host's
+    ``url_count``); ``regulated``: keys whose signal was applied in this event.
+    """
+
+    hosts: dict[str, tuple[HostRecord, HostRecord]] = field(default_factory=dict)
+    stores: list[UrlRecord] = field(default_factory=list)
+    regulated: list[str] = field(default_factory=list)
+
+    def host(self, key: str) -> HostRecord:
+        known = self.hosts.get(key)
+        if known is not None:
+            return known[1]
+        host = load_host(key)
+        self.hosts[key] = (host, host)
+        return host
+
+    def set_host(self, host: HostRecord) -> None:
+        self.hosts[host.key] = (self.hosts[host.key][0], host)
+
+    def flush(self, store: Callable[[UrlRecord], None]) -> None:
+        """Write the host records that changed, then the URL records with ``store`` (which keeps the due index)."""
+        for start, host in self.hosts.values():
+            if host is not start:
+                save_host(host)
+        for record in self.stores:
+            store(record)
+        self.hosts, self.stores = {}, []
