@@ -43,9 +43,7 @@ async def spout(stream):
 def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
     index = state.indexes.get(partition)
-    if (
-        index is None or partition in fetch_runtime().operator.paused_partitions
-    ):  # crawl.pause: nothing new is handed out
+    if index is None or partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: none
         return []
     out: list[FetchMessage] = []
     for key, urls in index.pop_due(now_s, settings.frontier_max_urls_per_bucket):

@@ -143,9 +143,7 @@ class FetcherRuntime:
         self.ends_seen = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
         self.wakeup = asyncio.Event()
         self.pending = asyncio.Semaphore(settings.fetcher_max_pending_urls)
-        self.operator = OperatorState(
-            self.config.pace, self.partitions
-        )  # pause, crawl.delay (squall.worker.fetch_control)
+        self.operator = OperatorState(self.config.pace, self.partitions)  # crawl.pause, crawl.delay
 
     async def start(self) -> None:
         if self.http is None:
