@@ -39,11 +39,11 @@ from dataclasses import replace
 
 from agents import documents, parser
 from agents.addresses import host_port
-from agents.common import addresses, deadletter, fetch_runtime
+from agents.common import addresses, config, deadletter, fetch_runtime
 from agents.observe import observe_fetch, observe_result
 from agents.render import render_step
 from agents.sitemaps import emit_robots_sitemaps
-from squall.errors import BlockedAddress, Fenced, FetchError, InvalidURL, MessageError
+from squall.errors import BlockedAddress, Fenced, FetchError, MessageError
 from squall.net.http import FetchResult
 from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
@@ -51,7 +51,6 @@ from squall.policy.outcome import Outcome, classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch
 from squall.policy.partition import is_ip_literal, partition_key
 from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
-from squall.policy.urls import origin_of
 from squall.worker.fetch_runtime import FetcherRuntime, HandBack, Turn
 from topology import app, fetch_topic, signals_topic, status_topic
 
@@ -128,7 +127,7 @@ async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: s
     """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
     try:
         status, event_ended = fd.failed_unexpectedly(msg, time.time())
-        pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.config.pace)
+        pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.operator.pace_config(msg.key))
         await _send(rt, msg, [status], event_ended, pace)
         event.ack()
         rt.finished(fid)
@@ -141,10 +140,9 @@ async def _fetch(rt: FetcherRuntime, msg: FetchMessage, event) -> Reported | Non
 
     Returns None when there is nothing to report (a stale copy).
     """
-    try:
-        origin = origin_of(msg.url)
-    except InvalidURL as exc:  # a hand-out no frontier would make (a bad message): it ends with its reason
-        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, exc.reason), time.time())
+    origin, refused = fd.admitted_origin(msg.url, msg.depth, config().judge)
+    if refused is not None:  # a bad message, or out of the scope in force now: it ends with its reason
+        status, event_ended = fd.skipped(msg, fd.Skip(Status.ERROR, refused), time.time())
         return [status], event_ended, rt.pace(msg.key, event_ended.at_s)
     address = None
     if rt.by_ip:
@@ -164,7 +162,8 @@ async def _turns(rt: FetcherRuntime, msg: FetchMessage, origin: str, address: st
         now = time.time()
         if isinstance(turn, HandBack):
             status, event_ended = fd.deferred(msg, turn.until_s, now)
-            return [status], event_ended, after_fetch(rt.pace(msg.key, now), event_ended, rt.config.pace)
+            pace = after_fetch(rt.pace(msg.key, now), event_ended, rt.operator.pace_config(msg.key))
+            return [status], event_ended, pace
         try:
             if rt.stale(msg):  # checked after the turn: a copy that waited sees the first copy's result
                 turn.end(fd.ended(msg, SignalKind.OTHER, now, requested=False))
@@ -199,7 +198,7 @@ async def _address_route(rt: FetcherRuntime, msg: FetchMessage) -> Connect | Rep
     else:  # fetch.dns (FETCH_ERROR, retried) or fetch.blocked_address (ERROR); no request was made
         event_ended = fd.ended(msg, SignalKind.OTHER, now, requested=False)
         statuses = fd.report(msg, classify_failure(route.reason), None, now, rt.pace(msg.key, now), None, None)
-    return statuses, event_ended, after_fetch(rt.pace(msg.key, now), event_ended, rt.config.pace)
+    return statuses, event_ended, after_fetch(rt.pace(msg.key, now), event_ended, rt.operator.pace_config(msg.key))
 
 
 async def _robots_turn(

@@ -40,7 +40,9 @@ def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
         ValueError, TypeError, KeyError: the stored record has another shape
         (a record of an older layout): the caller dead-letters the message.
     """
-    updated = apply_signal(host, signal, config().pace, settings.frontier_signals_remembered)
+    updated = apply_signal(
+        host, signal, fetch_runtime().operator.pace_config(host.key), settings.frontier_signals_remembered
+    )
     if updated is not host:
         fetch_runtime().learn(signal, updated)
     return updated
@@ -106,7 +108,8 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     handout = config().handout
     soon = next_soon(host, now_s, handout)
     # a stopping worker hands nothing out: its fetcher hands back what waits there (the spout's timer stops too)
-    urls = index.take(key, now_s, handout.per_bucket) if soon and not app.should_stop else []
+    go = soon and not app.should_stop and not fetch_runtime().operator.paused(key)  # crawl.pause: nothing new starts
+    urls = index.take(key, now_s, handout.per_bucket) if go else []
     if not urls:
         index.set_host_ready(key, eligible_at_s(host, now_s, handout))
         return host, []

@@ -43,7 +43,7 @@ async def spout(stream):
 def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
     index = state.indexes.get(partition)
-    if index is None:
+    if index is None or partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: none
         return []
     out: list[FetchMessage] = []
     for key, urls in index.pop_due(now_s, settings.frontier_max_urls_per_bucket):
@@ -104,6 +104,8 @@ async def send_ticks() -> None:
     """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
     now = time.time()
     for partition, index in list(state.indexes.items()):
+        if partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: no hand-out, no tick
+            continue
         due = min((t for t in (index.next_due_s(), state.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue

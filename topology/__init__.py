@@ -18,6 +18,8 @@ the same worker: docs/architecture.md invariant 1):
 * ``<id>-deadletter`` messages that could not be decoded, with the reason.
 * ``<id>-documents`` Document JSON (:class:`squall.policy.documents.Document`): one per
   FETCHED HTML page when ``documents.enabled``; read by ``squall index``, never by an agent.
+* ``<id>-control``  operator commands (:mod:`squall.policy.control`): keyed by the
+  host's partition key, a crawl-wide one sent to every partition.
 
 The parse step is an in-process hand-off inside the fetcher (no parse
 topic): a page body never travels through Kafka (pages can exceed the
@@ -32,6 +34,8 @@ Tables (RocksDB via rocksdict, recovered from compacted changelogs):
   in-flight hand-outs, regulator state, rejection counts)
 * ``robots``  robots.txt origin → RobotsEntry (RFC 9309 cache, survives restarts)
 * ``audit``   partition key → HostAudit (the politeness audit, :mod:`squall.policy.audit`)
+* ``control`` ``crawl:<partition>`` → CrawlControl (pause, default delay, crawl-wide
+  operator log; :mod:`squall.policy.control`)
 
 Each worker also serves ``/metrics`` (Prometheus) on its web server
 (:mod:`agents.metrics_page`).
@@ -103,6 +107,7 @@ signals_topic = _topic("signals")
 ticks_topic = _topic("ticks")
 deadletter_topic = _topic("deadletter")
 documents_topic = _topic("documents")
+control_topic = _topic("control")
 
 
 def _table(name: str, help_text: str) -> TableT:
@@ -121,10 +126,11 @@ urls_table = _table("urls", "canonical URL -> UrlRecord")
 hosts_table = _table("hosts", "partition key -> HostRecord")
 robots_table = _table("robots", "robots.txt origin -> RobotsEntry")
 audit_table = _table("audit", "partition key -> HostAudit (politeness audit)")
+control_table = _table("control", "crawl:<partition> -> CrawlControl (operator commands)")
 
 TOPIC_NAMES = {
     t.get_topic_name(): _N
-    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, documents_topic)
+    for t in (status_topic, fetch_topic, signals_topic, ticks_topic, deadletter_topic, documents_topic, control_topic)
 }
 app.squall_topics = TOPIC_NAMES  # created with the changelogs before a worker joins (squall.worker.topic_setup)
 
@@ -133,6 +139,8 @@ __all__ = [
     "TOPIC_NAMES",
     "app",
     "audit_table",
+    "control_table",
+    "control_topic",
     "deadletter_topic",
     "documents_topic",
     "fetch_topic",
@@ -155,5 +163,6 @@ AGENT_MODULES = (
     "agents.regulator",
     "agents.spout",
     "agents.status_updater",
+    "agents.control",
 )
 app.squall_agent_modules = AGENT_MODULES

@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "squall.cli.robots",  # squall robots check --robots FILE --agent NAME URL...
     "squall.cli.sitemap",  # squall sitemap check URL|FILE
     "squall.cli.index",  # squall index [--until-idle SECS], squall search QUERY
+    "squall.cli.control",  # squall host delay|block|unblock|limit|delete ..., squall crawl pause|resume|delay
+    "squall.cli.frontier",  # squall hosts, squall urls --host H, squall frontier dump
 )
 
 

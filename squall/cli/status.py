@@ -49,7 +49,8 @@ class Report:
     Retry-After, a robots.txt retry or a back-off (their own next fetch time
     or their host's block is in the future); ``waiting_next_s`` and
     ``waiting_until_s`` are the earliest and the latest of those times
-    (None: nothing waits). ``hosts`` has one row per
+    (None: nothing waits); ``held`` counts the URLs of hosts whose operator
+    page limit is reached (they wait for the limit to be raised). ``hosts`` has one row per
     host (see :func:`host_rows`); ``pages_per_s`` is the average over the
     time the crawl was active (:func:`active_rate`), ``pages_per_s_recent``
     over the last minute (:func:`recent_rate`), ``eta_s`` the
@@ -81,6 +82,8 @@ class Report:
     workers: int | None = None  # members of the worker group (None: unknown)
     group_state: str = ""  # the group's state at the broker (Stable, PreparingRebalance, Empty, ...)
     unassigned: dict[str, list[int]] = field(default_factory=dict)  # agent topic → partitions no worker has
+    held: int = 0  # DISCOVERED URLs of hosts whose operator page limit is reached (squall host limit)
+    paused: dict[int, str] = field(default_factory=dict)  # partition → who paused it, when (squall crawl pause)
 
     @property
     def idle(self) -> bool:
@@ -127,6 +130,8 @@ class Report:
             "workers": self.workers,
             "group_state": self.group_state,
             "unassigned": self.unassigned,
+            "held": self.held,
+            "paused": self.paused,
             "at_s": self.at_s,
         }
 
@@ -150,6 +155,10 @@ class Report:
             f"pages/s: {self.pages_per_s:.2f} (last minute {self.pages_per_s_recent:.2f})   "
             f"ETA: {duration(self.eta_s)}   audit violations: {self.audit_violations}"
         )
+        if self.paused:
+            lines.append(f"PAUSED: partitions {sorted(self.paused)} ({next(iter(self.paused.values()))})")
+        if self.held:
+            lines.append(f"held by an operator's page limit: {self.held} URLs (squall hosts shows which)")
         if self.reasons:
             lines.append("reasons: " + ", ".join(f"{r}={n}" for r, n in self.reasons.most_common()))
         if self.rendered or self.render_failures:
@@ -171,6 +180,10 @@ class Report:
         lines.append(f"{'host':40} " + " ".join(f"{s.value:>12}" for s in Status))
         for host, counts in sorted(self.by_host.items()):
             lines.append(f"{host:40} " + " ".join(f"{counts.get(s.value, 0):>12}" for s in Status))
+        steered = [row for row in self.hosts if row.get("operator")]
+        if steered:
+            lines.append("operator commands (the last one of each host):")
+            lines.extend(f"  {row['host']}: {row['operator']}" for row in sorted(steered, key=lambda r: r["host"]))
         return "\n".join(lines)
 
 
@@ -248,8 +261,13 @@ def build_report(
         if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
             fetched_at.append(rec["last_fetch_at_s"])
         host = hosts.get(rec.get("key", ""), {})
-        ready = due_at_s(status, rec.get("next_fetch_at_s"), host.get("blocked_until_s"))  # the one "due"
+        # the host's block: a Retry-After or back-off, or an operator's (squall host block)
+        blocked = max(host.get("blocked_until_s") or 0.0, host.get("operator_blocked_until_s") or 0.0)
+        ready = due_at_s(status, rec.get("next_fetch_at_s"), blocked)  # the one "due"
         if ready is None:
+            continue
+        if held_by_limit(host):  # an operator's page limit holds it: neither due nor waiting
+            report.held += 1
             continue
         if ready <= now_s:
             report.due_now += 1
@@ -303,6 +321,43 @@ def _rates(report: Report, fetched_at: list[float], now_s: float) -> None:
         report.eta_s = left / report.pages_per_s_recent
 
 
+def paused_partitions(control: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
+    """The paused partitions of the control changelog's records (``crawl:<p>`` → CrawlControl dict), each with
+    its last crawl-wide command for people (``crawl.pause by alice@box at 10:00:00``)."""
+    out: dict[int, str] = {}
+    for key, record in control.items():
+        if key.startswith("crawl:") and key[6:].isdigit() and record.get("paused") is True:
+            out[int(key[6:])] = operator_fields({"operator_log": record.get("log") or []}, 0.0)["operator"] or ""
+    return out
+
+
+def held_by_limit(host: Mapping[str, Any]) -> bool:
+    """Whether a HostRecord dict's operator page limit is reached (its URLs are held, not handed out)."""
+    limit = host.get("page_limit")
+    return limit is not None and int(host.get("pages_fetched") or 0) >= limit
+
+
+def operator_fields(host: Mapping[str, Any], now_s: float) -> dict[str, Any]:
+    """A host row's operator state: ``operator_blocked_until_s`` (None when past) and ``block_reason``,
+    ``page_limit``, ``pages_fetched``, ``operator_delay_s``, and ``operator`` (the last command applied,
+    for people: ``host.block by alice@box at 10:00:00 (until_s=...)``; None when none)."""
+    blocked = host.get("operator_blocked_until_s") or 0.0
+    log = host.get("operator_log") or []
+    last = None
+    if log:
+        entry = log[-1]
+        args = ", ".join(f"{k}={v}" for k, v in (entry.get("args") or {}).items())
+        last = f"{entry.get('op')} by {entry.get('by')} at {clock(entry.get('at'))}" + (f" ({args})" if args else "")
+    return {
+        "operator_blocked_until_s": blocked if blocked > now_s else None,
+        "block_reason": host.get("operator_block_reason") if blocked > now_s else None,
+        "page_limit": host.get("page_limit"),
+        "pages_fetched": int(host.get("pages_fetched") or 0),
+        "operator_delay_s": host.get("operator_delay_s"),
+        "operator": last,
+    }
+
+
 def host_rows(
     by_host: Mapping[str, Counter],
     hosts: Mapping[str, Mapping[str, Any]],
@@ -317,7 +372,8 @@ def host_rows(
     (the delay in force: the hosts table's pace, else the audit's last), ``next_fetch_at_s`` and
     ``blocked_until_s`` (Unix s, None when past), ``backoff_attempts``,
     ``in_flight``, ``robots`` (``rules``, ``allow_all``, ``disallow_all`` or
-    ``unknown``, with the last HTTP status) and ``robots_retry_at_s``.
+    ``unknown``, with the last HTTP status) and ``robots_retry_at_s``; the
+    operator's state of the host (:func:`operator_fields`).
     """
     robots_of: dict[str, Mapping[str, Any]] = {}
     for origin, robots_entry in robots.items():
@@ -352,6 +408,7 @@ def host_rows(
                 if entry is None
                 else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",
                 "robots_retry_at_s": None if entry is None else entry.get("retry_at_s"),
+                **operator_fields(host, now_s),
             }
         )
     rows.sort(key=lambda r: (-r["requests"], -r["urls"], r["host"]))
@@ -536,7 +593,8 @@ async def collect_records(settings: Settings) -> dict[str, Any]:
 
     bootstrap = KafkaConnection.from_settings(settings)
     out: dict[str, Any] = {
-        t: await latest_records(bootstrap, changelog_name(settings, t)) for t in ("urls", "hosts", "audit", "robots")
+        t: await latest_records(bootstrap, changelog_name(settings, t))
+        for t in ("urls", "hosts", "audit", "robots", "control")
     }
     out["deadletters"] = sum(
         (await end_offsets(bootstrap, topic_name(settings, "deadletter"), missing_ok=True)).values()
@@ -571,6 +629,7 @@ def report_of(records: Mapping[str, Any], now_s: float, needed: Mapping[str, int
         audits=records["audit"],
         robots=records["robots"],
     )
+    report.paused = paused_partitions(records.get("control") or {})
     group = records.get("group")
     if group is not None:
         state, members = group

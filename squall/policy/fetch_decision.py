@@ -28,9 +28,11 @@ its host's block ends (:attr:`squall.policy.pace.PaceState.ready_at_s`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from squall.errors import InvalidURL
 from squall.policy.outcome import Outcome
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState
 from squall.policy.partition import partition_for_key, partition_key
@@ -38,6 +40,7 @@ from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessag
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, effective_crawl_delay
 from squall.policy.robots_status import RobotsEntry
 from squall.policy.sitemaps import settle_status
+from squall.policy.urls import origin_of
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -204,6 +207,21 @@ def signal(msg: FetchMessage, event: FetchEnded, pace: PaceState) -> SignalMessa
         robots_crawl_delay_s=event.forwarded_crawl_delay_s,
         handed_out_at_s=msg.handed_out_at_s,
     )
+
+
+def admitted_origin(url: str, depth: int, judge: Callable[[str, int], Reason | None]) -> tuple[str, Reason | None]:
+    """The origin of a handed-out URL, and why it may not be fetched now (None: it may).
+
+    ``judge`` is the scope in force now (:class:`squall.policy.scope.LinkJudge`:
+    ``urlfilters.*``, depth, URL-shape guards): a URL queued under an earlier
+    configuration that it now refuses ends with that reason instead of being
+    fetched. A URL without a usable origin (a hand-out no frontier would
+    make) ends with its ``url.*`` reason (origin ``""``).
+    """
+    try:
+        return origin_of(url), judge(url, depth)
+    except InvalidURL as exc:
+        return "", exc.reason
 
 
 def skipped(msg: FetchMessage, skip: Skip, now_s: float) -> tuple[StatusMessage, FetchEnded]:

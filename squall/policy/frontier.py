@@ -55,6 +55,15 @@ class HostRecord:
     rejections of URLs of this host per :class:`squall.policy.records.Reason` value.
     ``seeded_hosts``: the host names seeded under this key (byIP: one
     address serves several names, and only a seeded name is in scope).
+
+    Operator state (commands of :mod:`squall.policy.control`, durable here so
+    it follows the host to its next owner): ``operator_delay_s`` (s, replaces
+    ``fetcher.server.delay`` for this queue; None = the configured one),
+    ``operator_blocked_until_s`` (Unix s, 0.0 = not blocked) and its
+    ``operator_block_reason``, ``page_limit`` (most pages fetched; None = no
+    limit) against ``pages_fetched`` (requests made for handed-out URLs,
+    counted when their signal is applied), and ``operator_log`` (the last
+    commands applied: ``{"at", "op", "by", "args"}``).
     """
 
     key: str
@@ -69,6 +78,12 @@ class HostRecord:
     crawl_delay: dict[str, Any] | None = None
     backoff: dict[str, Any] | None = None
     seeded_hosts: list[str] = field(default_factory=list)
+    operator_delay_s: float | None = None
+    operator_blocked_until_s: float = 0.0
+    operator_block_reason: str | None = None
+    page_limit: int | None = None
+    pages_fetched: int = 0
+    operator_log: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +112,8 @@ class HostRecord:
             delay_s=float(self.delay_s),
             backoff=HostBackoff.from_dict(self.backoff) if self.backoff else None,
             crawl=CrawlDelayState.from_dict(self.crawl_delay) if self.crawl_delay else None,
+            operator_delay_s=self.operator_delay_s,
+            operator_blocked_until_s=float(self.operator_blocked_until_s),
         )
 
     def with_pace(self, pace: PaceState) -> HostRecord:
@@ -105,7 +122,7 @@ class HostRecord:
             self,
             next_fetch_at_s=pace.next_fetch_at_s,
             delay_s=pace.delay_s,
-            blocked_until_s=pace.blocked_until_s,
+            blocked_until_s=pace.rate_blocked_until_s,  # the operator's block is its own field
             backoff=pace.backoff.to_dict() if pace.backoff is not None else None,
             crawl_delay=pace.crawl.to_dict() if pace.crawl is not None else None,
         )
@@ -115,8 +132,16 @@ class HostRecord:
         return {u: t for u, t in self.in_flight.items() if now_s - t < inflight_timeout_s}
 
     def places(self, ahead: int, lead_s: float) -> int:
-        """How many URLs of this host may be out at once: see :func:`handout_places`."""
-        return handout_places(self.delay_s, ahead, lead_s)
+        """How many URLs of this host may be out at once: see :func:`handout_places`.
+
+        Under a page limit (``page_limit``, URLFrontier's SetCrawlLimit) at
+        most the pages it still allows: 0 once reached (the host's URLs stay
+        queued, held by the limit).
+        """
+        places = handout_places(self.delay_s, ahead, lead_s)
+        if self.page_limit is not None:
+            places = min(places, max(0, self.page_limit - self.pages_fetched))
+        return places
 
     def eligible_at_s(self, inflight_timeout_s: float, now_s: float, ahead: int = 1, lead_s: float = 0.0) -> float:
         """When the host may get its next hand-out (Unix s).
@@ -136,12 +161,16 @@ class HostRecord:
 
         Returns:
             max(time the host has fewer live hand-outs than its places,
-            earliest start per the pace − ``lead_s``).
+            earliest start per the pace and the operator's block − ``lead_s``);
+            INF when its page limit is reached (until a command raises it).
         """
         places = self.places(ahead, lead_s)
+        if places <= 0:
+            return INF
         live = sorted(self.live_in_flight(inflight_timeout_s, now_s).values(), reverse=True)
         held_until = live[places - 1] + inflight_timeout_s if len(live) >= places else 0.0
-        return max(held_until, max(self.next_fetch_at_s, self.blocked_until_s) - lead_s)
+        start_s = max(self.next_fetch_at_s, self.blocked_until_s, self.operator_blocked_until_s)
+        return max(held_until, start_s - lead_s)
 
     def with_rejection(self, reason: Reason) -> HostRecord:
         """This record with one more rejection for ``reason`` (counted under its value)."""

@@ -9,7 +9,10 @@ the durable record has:
   a signal of an older hand-out never frees a newer one);
 * a signal already applied (same ``fetch_id``) changes nothing: Kafka
   delivers at least once (docs/architecture.md invariant 3). The last
-  ``frontier.signals.remembered`` fetch ids are kept per host.
+  ``frontier.signals.remembered`` fetch ids are kept per host;
+* a signal of a request that frees its hand-out counts one page fetched
+  (``pages_fetched``, what an operator's page limit is checked against,
+  :mod:`squall.policy.control`).
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
         return host
     pace = after_fetch(host.pace(), ended_of(signal), config)
     in_flight = dict(host.in_flight)
+    freed = False
     if signal.handed_out_at_s is None or in_flight.get(signal.url) == signal.handed_out_at_s:
-        in_flight.pop(signal.url, None)  # a signal of an older hand-out never frees a newer one
+        freed = in_flight.pop(signal.url, None) is not None  # a signal of an older hand-out never frees a newer one
     return replace(
         host.with_pace(pace),
         in_flight=in_flight,
+        pages_fetched=host.pages_fetched + (1 if freed and signal.requested else 0),  # against a page limit
         seen_fetch_ids=([*host.seen_fetch_ids, signal.fetch_id])[-remembered:],
     )

@@ -10,7 +10,9 @@ The delay in force (seconds, from the END of one request to the START of the
 next, StormCrawler ``FetcherBolt`` semantics) is the maximum of:
 
 * the operator's delay: ``fetcher.server.delay`` (``fetcher.server.min.delay``
-  when ``fetcher.threads.per.queue`` > 1);
+  when ``fetcher.threads.per.queue`` > 1), or the one an operator command set
+  for the queue (``host.delay``, :mod:`squall.policy.control`; a floor under
+  the Crawl-delay whatever ``fetcher.server.delay.force`` says);
 * the robots.txt Crawl-delay of the host, capped per ``fetcher.max.crawl.delay``
   / ``fetcher.max.crawl.delay.force`` (StormCrawler's CrawlDelayPolicy; the cap is applied by
   :func:`squall.policy.robots_rules.effective_crawl_delay`). With
@@ -105,6 +107,10 @@ class PaceState:
         crawl: the frontier's robots delay (StormCrawler's CrawlDelayPolicy); None = none.
         capped_retry_after: the last Retry-After was longer than
             ``frontier.retry.after.max.secs`` and was cut to it (for logging).
+        operator_delay_s: the operator's delay of this queue (s, a ``host.delay``
+            command, :mod:`squall.policy.control`): replaces the configured
+            ``fetcher.server.delay`` for it; None = the configured one.
+        operator_blocked_until_s: an operator's block (``host.block``, Unix s); 0.0 = none.
     """
 
     next_fetch_at_s: float = 0.0
@@ -112,10 +118,17 @@ class PaceState:
     backoff: HostBackoff | None = None
     crawl: CrawlDelayState | None = None
     capped_retry_after: bool = False
+    operator_delay_s: float | None = None
+    operator_blocked_until_s: float = 0.0
 
     @property
     def blocked_until_s(self) -> float:
-        """No request before this (s): the Retry-After or back-off block; 0.0 = none."""
+        """No request before this (s): the Retry-After or back-off block, or the operator's; 0.0 = none."""
+        return max(self.rate_blocked_until_s, self.operator_blocked_until_s)
+
+    @property
+    def rate_blocked_until_s(self) -> float:
+        """The Retry-After or back-off block alone (s); 0.0 = none."""
         return self.backoff.blocked_until_s if self.backoff is not None else 0.0
 
     @property
@@ -165,7 +178,11 @@ def delay_in_force(config: PaceConfig, crawl_delay_s: float | None, state: PaceS
         frontier robots delay, deprioritised spacing) — see the module docstring.
     """
     delay_s = config.server_delay_s
-    if crawl_delay_s is not None and crawl_delay_s > 0:
+    operator_s = state.operator_delay_s if state is not None else None
+    if operator_s is not None:
+        # the operator's delay of this queue replaces the configured one and is a floor under the Crawl-delay
+        delay_s = max(operator_s, crawl_delay_s or 0.0)
+    elif crawl_delay_s is not None and crawl_delay_s > 0:
         if config.force:
             delay_s = max(delay_s, crawl_delay_s)  # the operator's delay is a floor
         else:

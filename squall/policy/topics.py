@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from squall.settings import Settings
 
-TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter", "documents")
-TABLES = ("urls", "hosts", "robots", "audit")
-AGENT_TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks")  # the topics the agents consume
+TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "deadletter", "documents", "control")
+TABLES = ("urls", "hosts", "robots", "audit", "control")
+AGENT_TOPIC_SUFFIXES = ("status", "fetch", "signals", "ticks", "control")  # the topics the agents consume
 
 
 def topic_name(settings: Settings, suffix: str) -> str:

@@ -40,6 +40,7 @@ from squall.net.http import FetchResult, HttpConfig, HttpFetcher
 from squall.net.warc import WarcWriter
 from squall.policy import fetch_decision as fd
 from squall.policy.backoff import TokenBucket, try_take
+from squall.policy.control import OperatorState
 from squall.policy.fetch_queues import FetchQueues
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
@@ -142,6 +143,7 @@ class FetcherRuntime:
         self.ends_seen = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
         self.wakeup = asyncio.Event()
         self.pending = asyncio.Semaphore(settings.fetcher_max_pending_urls)
+        self.operator = OperatorState(self.config.pace, self.partitions)  # crawl.pause, crawl.delay
 
     async def start(self) -> None:
         if self.http is None:
@@ -190,6 +192,8 @@ class FetcherRuntime:
         its partition was revoked while the URL waited.
         """
         granted: asyncio.Future[HandBack | None] = asyncio.get_running_loop().create_future()
+        if until_s := self.operator.hand_back_at(key, self.pace(key, time.time()), time.time(), self.config.lead_s):
+            return HandBack(until_s)  # paused, or blocked by the operator: back to the frontier at once
         while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):  # noqa: ASYNC110
             await asyncio.sleep(
                 self.settings.fetcher_queue_full_retry_secs
@@ -200,7 +204,7 @@ class FetcherRuntime:
 
     def done(self, key: str, event: FetchEnded) -> PaceState:
         """A turn of queue ``key`` ended with ``event``: apply the pace model, re-time the queue, free the slot."""
-        pace = after_fetch(self.pace(key, event.at_s), event, self.config.pace)
+        pace = after_fetch(self.pace(key, event.at_s), event, self.operator.pace_config(key))
         self.paces[key] = (self.paces[key][0], pace)
         if pace.capped_retry_after:
             log.warning(
@@ -262,7 +266,7 @@ class FetcherRuntime:
 
     def hop_delay_s(self, key: str) -> float:
         """The delay (s) a robots.txt redirect hop of queue ``key`` waits (the Crawl-delay is not known yet)."""
-        return delay_in_force(self.config.pace, None, self.pace(key, time.time()), time.time())
+        return delay_in_force(self.operator.pace_config(key), None, self.pace(key, time.time()), time.time())
 
     def revoke(self, partitions: set[int]) -> None:
         """Hand back the URLs of revoked partitions still waiting here: they are not fetched by this worker.

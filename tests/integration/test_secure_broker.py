@@ -154,3 +154,19 @@ async def test_only_the_operator_may_write_the_control_topic(secure_broker: Secu
     for user in ("worker", "viewer"):
         with pytest.raises(KafkaAccessError, match=f"Kafka refused user {user}: not authorized for the topic"):
             await write_as(user)
+
+
+def test_the_operators_host_block_is_sent_and_the_viewers_is_refused_in_one_line(
+    secure_broker: SecureFiles, tmp_path: Path
+) -> None:
+    topology = {"topology.id": f"squall-ctl-{uuid.uuid4().hex[:6]}", "topology.partitions": 2}
+    block = ("host", "block", "example.org", "--for", "2h", "--reason", "complaint 4711")
+    operator = _squall(_client_conf(secure_broker, "operator", tmp_path, **topology), *block)
+    assert operator.returncode == 0, operator.stderr
+    assert "host.block example.org" in operator.stdout and f"{topology['topology.id']}-control" in operator.stdout
+    viewer = _squall(_client_conf(secure_broker, "viewer", tmp_path, **topology), *block)
+    assert viewer.returncode == 2
+    assert viewer.stderr.strip() == (
+        f"squall: Kafka refused user viewer: not authorized for the topic {topology['topology.id']}-control "
+        "(TopicAuthorizationFailed)"
+    ), viewer.stderr
