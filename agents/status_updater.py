@@ -360,7 +360,11 @@ def update(
 def _apply(
     msg: StatusMessage, url: str, key: str, host: HostRecord, now_s: float, stores: list[UrlRecord]
 ) -> HostRecord:
-    """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``."""
+    """Apply ``msg`` to one URL: the host record after it; URL records to store are appended to ``stores``.
+
+    A result is stored even when it was applied already (a re-delivery): after a SIGKILL the local
+    store can hold writes whose changelog records were never produced, and only a write reaches it.
+    """
     if nothing_if_known(msg) and url.encode() in tables().urls:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     discovered = msg.fetched_at_s is None
@@ -370,16 +374,9 @@ def _apply(
         host = replace(host, url_count=host.url_count + 1)
         stores.append(UrlRecord.from_dict(raw))
     if raw is None:
-        if discovered:
-            reason = check(
-                url,
-                depth=msg.depth,
-                host_seeded=host.seeded_for(host_of(url), config().by_ip),
-                host_url_count=host.url_count,
-                config=config().scope,
-            )
-            if reason is not None:
-                return host.with_rejection(reason)
+        reason = _out_of_scope(msg, url, host) if discovered else None
+        if reason is not None:
+            return host.with_rejection(reason)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
         host = replace(host, url_count=host.url_count + 1)
         if discovered:
@@ -394,9 +391,15 @@ def _apply(
     updated = apply(
         record, msg, config().schedule, metadata=md.for_record(record.metadata, msg.metadata, config().persist)
     )
-    if updated is not record or raw is None:
+    if updated is not record or raw is None or not discovered:  # a result applied already too: see the docstring
         stores.append(updated)
     return host
+
+
+def _out_of_scope(msg: StatusMessage, url: str, host: HostRecord) -> Reason | None:
+    """Why a URL new to the frontier is refused (:func:`squall.policy.scope.check`), None when in scope."""
+    seeded_host = host.seeded_for(host_of(url), config().by_ip)
+    return check(url, depth=msg.depth, host_seeded=seeded_host, host_url_count=host.url_count, config=config().scope)
 
 
 def _store(record: UrlRecord) -> None:

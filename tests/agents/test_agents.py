@@ -370,6 +370,26 @@ async def test_a_result_with_its_signal_frees_the_place_and_hands_out_the_hosts_
     assert sent.of(topology.signals_topic) == []
 
 
+async def test_a_result_applied_already_is_written_again_so_its_changelog_catches_up(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a SIGKILL the local RocksDB store can hold a result whose changelog record was never
+    # produced; the re-delivered result changes nothing, but writing it again reaches the changelog.
+    from agents import status_updater as su
+
+    now = time.time()
+    url = "https://example.com/1"
+    fetched = UrlRecord(url=url, key=HOST, next_fetch_at_s=now + 86400).to_dict()
+    topology.urls_table.data[url.encode()] = {**fetched, "status": "FETCHED", "last_fetch_at_s": now}
+    written: list[UrlRecord] = []
+    store = su._store
+    monkeypatch.setattr(su, "_store", lambda record: (written.append(record), store(record)))
+    result = json.dumps({"url": url, "status": "FETCHED", "fetched_at_s": now, "http_status": 200}).encode()
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=result, partition=P)
+    assert [(r.url, r.status.value, r.last_fetch_at_s) for r in written] == [(url, "FETCHED", now)]
+
+
 async def test_a_result_with_its_partitions_outlinks_stores_them_and_hands_the_first_one_out(
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
