@@ -61,7 +61,7 @@ def apply(cmd: Command, partition: int, now_s: float) -> None:
         raise MessageError(f"{cmd.op.value} of {cmd.host} (key {key}) sent to partition {partition}, not {owner}")
     host = apply_to_host(load_host(key), cmd)
     save_host(host)
-    index = state.index_for_key(key)
+    index = state().index_for_key(key)
     if cmd.op is Op.HOST_DELETE:
         _drop_urls(key, index)
     fetch_control.steer(fetch_runtime(), key, host, now_s)

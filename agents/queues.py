@@ -102,7 +102,7 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     due index. Returns the host record and the fetch messages (none: the
     record unchanged).
     """
-    index = state.index_for_key(key)
+    index = state().index_for_key(key)
     if index is None:
         return host, []
     handout = config().handout

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     PARTITIONS = topology.settings.topology_partitions
     urls, hosts = JsonTable(), JsonTable()
     topology.app.squall_tables = common.Tables(urls=urls, hosts=hosts)
-    state.indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
+    state().indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
 
     rng = random.Random(args.seed)
     names = [f"host{i}.example.org" for i in range(args.hosts)]
