@@ -28,7 +28,8 @@ from squall.net.http import FetchResult
 from squall.policy.audit import HostAudit, record_request
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
-from squall.policy.records import Status, StatusMessage
+from squall.policy.reasons import Status
+from squall.policy.records import StatusMessage
 from squall.worker.metrics import Metrics, RateWindow, robots_outcome
 from topology import app, audit_table, settings
 

@@ -36,7 +36,8 @@ from squall.policy.address_key import status_key
 from squall.policy.admission import nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.reasons import Reason
+from squall.policy.records import StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
 from squall.policy.scope import check
 from squall.policy.urls import canonicalize, host_of

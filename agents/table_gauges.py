@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
-from squall.policy.records import Status
+from squall.policy.reasons import Status
 from squall.worker.metrics import RateWindow, top_keys
 from topology import (
     app,

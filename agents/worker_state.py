@@ -11,7 +11,8 @@ import logging
 import time
 
 from agents.common import config, tables
-from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord

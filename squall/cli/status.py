@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
-from squall.policy.records import SignalMessage, Status, StatusMessage
+from squall.policy.reasons import Status
+from squall.policy.records import SignalMessage, StatusMessage
 
 if TYPE_CHECKING:
     from squall.policy.pace import PaceConfig

@@ -87,7 +87,8 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.reasons import Reason, Status
+from squall.policy.records import StatusMessage
 from squall.policy.sitemaps import (
     CHANGEFREQ_KEY,
     LASTMOD_KEY,

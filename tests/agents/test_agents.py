@@ -22,7 +22,8 @@ from agents.regulator import regulator
 from agents.spout import spout
 from agents.status_updater import status_updater
 from squall.policy import fetch_decision as fd
-from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded
 from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalKind, SignalMessage
@@ -299,7 +300,8 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
 
     from agents import fetcher
     from squall.policy.pace import FetchEnded, PaceState
-    from squall.policy.records import Status, StatusMessage
+    from squall.policy.records import StatusMessage
+    from squall.policy.reasons import Status
 
     order: list[tuple[str, dict]] = []
     delivered: asyncio.Future = asyncio.get_running_loop().create_future()

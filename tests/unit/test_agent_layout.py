@@ -174,14 +174,30 @@ def test_the_fetcher_agent_is_at_most_300_lines() -> None:
     assert lines <= MAX_FETCHER_LINES, f"agents/fetcher.py has {lines} lines"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [*AGENTS, *sorted((ROOT / "topology").glob("*.py")), *sorted((ROOT / "squall" / "worker").glob("*.py"))],
-    ids=lambda p: str(p.relative_to(ROOT)),
+GENERATED = {ROOT / "squall" / "settings" / "fields.py"}  # written by scripts/gen_settings_fields.py
+# Modules still over MAX_MODULE_LINES, each to split by concept; the list may only shrink.
+STILL_LONG = {
+    ROOT / "squall" / "cli" / "status.py",
+    ROOT / "squall" / "policy" / "schedule.py",
+    ROOT / "squall" / "tools" / "demo.py",
+    ROOT / "squall" / "tools" / "kafka_local.py",
+}
+MODULES = sorted(
+    p
+    for p in [*AGENTS, *(ROOT / "topology").glob("*.py"), *(ROOT / "squall").rglob("*.py")]
+    if p not in GENERATED | STILL_LONG
 )
+
+
+def test_every_module_still_listed_as_long_is_long() -> None:
+    short = [str(p.relative_to(ROOT)) for p in STILL_LONG if len(p.read_text(encoding="utf-8").splitlines()) <= MAX_MODULE_LINES]
+    assert short == [], f"now at most {MAX_MODULE_LINES} lines: drop them from STILL_LONG"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_over_450_lines_and_no_agent_function_over_40(path: pathlib.Path) -> None:
     source = path.read_text(encoding="utf-8")
-    assert len(source.splitlines()) <= MAX_MODULE_LINES
+    assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)}: split it by concept"
     if path.parent.name != "agents":
         return
     long = [

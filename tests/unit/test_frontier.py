@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from squall.policy.frontier import INF, DueIndex, DueIndexSizes, HostRecord
-from squall.policy.records import Reason
+from squall.policy.due_index import DueIndex, DueIndexSizes
+from squall.policy.frontier import INF, HostRecord
+from squall.policy.reasons import Reason
 
 NOW = 1_714_564_800.0  # the fake clock
 TIMEOUT = 600.0        # frontier.inflight.timeout.secs in these tests

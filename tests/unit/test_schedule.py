@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 from squall.policy.schedule import (
     DISCOVERED_PRIORITY,
     SEED_PRIORITY,

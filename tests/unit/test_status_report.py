@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Reason, Status
+from squall.policy.reasons import Reason, Status
 from squall.policy.schedule import UrlRecord
 from squall.cli.status import Report, build_report
 

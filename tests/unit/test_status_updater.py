@@ -14,9 +14,10 @@ import topology  # declares the app
 import agents.common as common
 import agents.status_updater as su
 from agents.worker_state import WorkerState, state
-from squall.policy.frontier import DueIndex
+from squall.policy.due_index import DueIndex
 from squall.policy.partition import partition_for_key
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 
 NOW = 1_714_564_800.0
 PARTITIONS = topology.settings.topology_partitions
