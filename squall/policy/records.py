@@ -14,11 +14,18 @@ from enum import Enum
 from typing import Any
 
 from squall.errors import MessageError
+from squall.policy.codec import (
+    Field,
+    boolean,
+    clean,
+    decode_fields,
+    decode_object,
+    finite_float,
+    metadata,
+    same,
+    str_list,
+)
 from squall.policy.reasons import Reason, Status
-
-
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.value if isinstance(v, Enum) else v) for k, v in d.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -126,47 +133,15 @@ class StatusMessage:
                 message that is not a result (or a ``discovered`` that is not
                 a plain DISCOVERED message).
         """
-        return cls._from_dict(_decode_object(raw))
+        return cls._from_dict(decode_object(raw))
 
     @classmethod
     def _from_dict(cls, obj: dict[str, Any]) -> StatusMessage:
         url = obj.get("url")
         if not isinstance(url, str) or not url:
             raise MessageError("status message needs a non-empty string 'url'")
-        try:
-            status = Status(obj.get("status", "DISCOVERED"))
-        except ValueError:
-            raise MessageError(f"unknown status {obj.get('status')!r}") from None
-        metadata = _metadata(obj.get("metadata", {}))
-        kwargs: dict[str, Any] = {}
-        for name, typ in (
-            ("depth", int),
-            ("http_status", int),
-            ("redirect_to", str),
-            ("fetched_at_s", (int, float)),
-            ("seed", bool),
-            ("retry_after_s", (int, float)),
-            ("etag", str),
-            ("last_modified", str),
-            ("priority", int),
-            ("not_modified", bool),
-            ("truncated", bool),
-            ("payload_digest", str),
-            ("archived_at_s", (int, float)),
-            ("chain", list),
-            ("moved", dict),
-        ):
-            if name in obj and obj[name] is not None:
-                value = obj[name]
-                if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
-                    raise MessageError(f"field {name!r} has the wrong type: {value!r}")
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise MessageError(f"field {name!r} must be a finite number: {value!r}")
-                if name == "chain" and not all(isinstance(u, str) for u in value):  # type: ignore[union-attr]
-                    raise MessageError("field 'chain' must be a list of strings")
-                kwargs[name] = value
-        if obj.get("reason") is not None:
-            kwargs["reason"] = Reason.parse(obj["reason"])
+        kwargs = decode_fields(obj, _STATUS_DECODE, "status")
+        status = kwargs.get("status", Status.DISCOVERED)
         if (
             status is Status.DISCOVERED
             and kwargs.get("fetched_at_s") is not None
@@ -209,7 +184,7 @@ class StatusMessage:
             if batch.fetched_at_s is not None or batch.status is not Status.DISCOVERED or batch.discovered is not None:
                 raise MessageError("'discovered' must be a DISCOVERED message without fetched_at_s")
             kwargs["discovered"] = batch
-        return cls(url=url, status=status, metadata=metadata, **kwargs)
+        return cls(**kwargs)
 
     def urls(self) -> list[str]:
         """``url`` then ``more_urls``: every URL this message is about."""
@@ -245,30 +220,17 @@ class FetchMessage:
     archived_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+        return json.dumps(clean(asdict(self)), separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> FetchMessage:
-        obj = _decode_object(raw)
-        try:
-            msg = cls(
-                url=str(obj["url"]),
-                key=str(obj["key"]),
-                depth=int(obj.get("depth", 0)),
-                metadata=_metadata(obj.get("metadata", {})),
-                attempt=int(obj.get("attempt", 0)),
-                handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)),
-                etag=obj.get("etag"),
-                last_modified=obj.get("last_modified"),
-                chain=_str_list(obj.get("chain", []), "chain"),
-                payload_digest=None if obj.get("payload_digest") is None else str(obj["payload_digest"]),
-                archived_at_s=None if obj.get("archived_at_s") is None else float(obj["archived_at_s"]),
-            )
-            # a non-finite time (NaN, inf) would poison the due index and the pace model
-            _finite(msg.handed_out_at_s, "handed_out_at_s")
-            return msg
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise MessageError(f"bad fetch message: {exc}") from None
+        """Decode one fetch message.
+
+        Raises:
+            MessageError: not a JSON object, ``url`` or ``key`` missing, a
+                field that does not convert, or a non-finite hand-out time.
+        """
+        return cls(**decode_fields(decode_object(raw), _FETCH_DECODE, "fetch"))
 
 
 class SignalKind(str, Enum):
@@ -313,7 +275,7 @@ class SignalMessage:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this signal (None fields left out)."""
-        return _clean(asdict(self))
+        return clean(asdict(self))
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
@@ -325,7 +287,7 @@ class SignalMessage:
         Raises:
             MessageError: not a JSON object, or see :meth:`from_dict`.
         """
-        return cls.from_dict(_decode_object(raw))
+        return cls.from_dict(decode_object(raw))
 
     @classmethod
     def from_dict(cls, obj: Any) -> SignalMessage:
@@ -337,70 +299,89 @@ class SignalMessage:
         """
         if not isinstance(obj, dict):
             raise MessageError("a signal must be a JSON object")
-        try:
-
-            def opt(name: str, kind: type) -> Any:
-                value = obj.get(name)
-                return None if value is None else kind(value)
-
-            requested = obj.get("requested", True)
-            if not isinstance(requested, bool):
-                raise TypeError(f"requested must be a boolean, got {requested!r}")
-            msg = cls(
-                key=str(obj["key"]),
-                url=str(obj["url"]),
-                fetch_id=str(obj["fetch_id"]),
-                kind=SignalKind(obj["kind"]),
-                at_s=float(obj["at_s"]),
-                requested=requested,
-                delay_s=float(obj.get("delay_s", 0.0)),
-                crawl_delay_s=opt("crawl_delay_s", float),
-                retry_until_s=opt("retry_until_s", float),
-                robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
-                handed_out_at_s=opt("handed_out_at_s", float),
-            )
-            for name in ("at_s", "delay_s", "crawl_delay_s", "retry_until_s", "handed_out_at_s"):
-                _finite(getattr(msg, name), name)
-            return msg
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise MessageError(f"bad signal message: {exc}") from None
+        return cls(**decode_fields(obj, _SIGNAL_DECODE, "signal"))
 
 
-def _str_list(value: Any, name: str) -> list[str]:
-    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
-    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
-        raise ValueError(f"{name} must be a list of strings")
-    return list(value)
+# ---------------------------------------------------------------- the one decode path of every message
+#
+# A message is a JSON object; each topic's fields are read by one table of :class:`Field` and
+# :func:`decode_fields`. What each reader accepts is the topic's: status messages check types
+# strictly (a client writes them), fetch and signal messages convert (squall writes them).
 
 
-def _finite(value: float | None, name: str) -> None:
-    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+def _typed(name: str, typ: type | tuple[type, ...]) -> Field:
+    """A status-message field of JSON type ``typ`` (no conversion; a boolean is no number; numbers finite)."""
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
+            raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MessageError(f"field {name!r} must be a finite number: {value!r}")
+        if name == "chain" and not all(isinstance(u, str) for u in value):  # type: ignore[attr-defined]
+            raise MessageError("field 'chain' must be a list of strings")
+        return value
+
+    return Field(name, read, null_is_absent=True)
 
 
-def _decode_object(raw: bytes) -> dict[str, Any]:
+def _status(value: Any) -> Status:
     try:
-        obj = json.loads(raw)
-    except (ValueError, TypeError) as exc:
-        raise MessageError(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise MessageError("not JSON: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise MessageError("expected a JSON object")
-    return obj
+        return Status(value)
+    except ValueError:
+        raise MessageError(f"unknown status {value!r}") from None
 
 
-def _metadata(value: Any) -> dict[str, list[str]]:
-    """Normalize metadata to key → list of strings (a single string becomes a one-item list)."""
-    if not isinstance(value, dict):
-        raise MessageError("'metadata' must be an object")
-    out: dict[str, list[str]] = {}
-    for k, v in value.items():
-        if isinstance(v, str):
-            out[str(k)] = [v]
-        elif isinstance(v, list) and all(isinstance(x, str) for x in v):
-            out[str(k)] = list(v)
-        else:
-            raise MessageError(f"metadata {k!r} must be a string or a list of strings")
-    return out
+_STATUS_DECODE = (
+    Field("url", same),  # checked before: a non-empty string
+    Field("status", _status),
+    Field("metadata", metadata),
+    *(
+        _typed(name, typ)
+        for name, typ in (
+            ("depth", int),
+            ("http_status", int),
+            ("redirect_to", str),
+            ("fetched_at_s", (int, float)),
+            ("seed", bool),
+            ("retry_after_s", (int, float)),
+            ("etag", str),
+            ("last_modified", str),
+            ("priority", int),
+            ("not_modified", bool),
+            ("truncated", bool),
+            ("payload_digest", str),
+            ("archived_at_s", (int, float)),
+            ("chain", list),
+            ("moved", dict),
+        )
+    ),
+    Field("reason", Reason.parse, null_is_absent=True),
+)
+
+_FETCH_DECODE = (
+    Field("url", str, required=True),
+    Field("key", str, required=True),
+    Field("depth", int),
+    Field("metadata", metadata),
+    Field("attempt", int),
+    Field("handed_out_at_s", finite_float("handed_out_at_s")),
+    Field("etag", same),
+    Field("last_modified", same),
+    Field("chain", lambda value: str_list(value, "chain")),
+    Field("payload_digest", str, null_is_absent=True),
+    Field("archived_at_s", float, null_is_absent=True),
+)
+
+_SIGNAL_DECODE = (
+    Field("key", str, required=True),
+    Field("url", str, required=True),
+    Field("fetch_id", str, required=True),
+    Field("kind", SignalKind, required=True),
+    Field("at_s", finite_float("at_s"), required=True),
+    Field("requested", boolean("requested")),
+    Field("delay_s", finite_float("delay_s")),
+    Field("crawl_delay_s", finite_float("crawl_delay_s"), null_is_absent=True),
+    Field("retry_until_s", finite_float("retry_until_s"), null_is_absent=True),
+    Field("robots_crawl_delay_s", int, null_is_absent=True),
+    Field("handed_out_at_s", finite_float("handed_out_at_s"), null_is_absent=True),
+)
