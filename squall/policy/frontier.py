@@ -34,10 +34,13 @@ INF = float("inf")
 class HostRecord:
     """State of one queue (host, or domain per ``partition.url.mode``). Times: Unix seconds.
 
-    The pace fields (``next_fetch_at_s``, ``delay_s``, ``blocked_until_s``,
-    ``backoff``, ``crawl_delay``) are the durable copy of the queue's
+    The pace fields (``next_fetch_at_s``, ``delay_s``, ``backoff``,
+    ``crawl_delay``) are the durable copy of the queue's
     :class:`squall.policy.pace.PaceState` (see :meth:`pace` / :meth:`with_pace`),
-    written by the queue regulator from the same model the fetcher's gate uses.
+    written by the queue regulator from the same model the fetcher's gate uses;
+    the Retry-After / back-off block (:attr:`blocked_until_s`) is the back-off
+    state's, stored once (:meth:`to_dict` also writes it under its own key for
+    readers of that shape; :meth:`from_dict` reads it back from ``backoff``).
     ``in_flight`` maps each handed-out URL to its hand-out time; ``seen_fetch_ids``
     keeps the last signals applied (re-delivery is idempotent);
     ``crawl_delay`` is the CrawlDelayPolicy state (StormCrawler's) and ``backoff``
@@ -59,7 +62,6 @@ class HostRecord:
     key: str
     seeded: bool = False
     next_fetch_at_s: float = 0.0
-    blocked_until_s: float = 0.0
     delay_s: float = 0.0
     in_flight: dict[str, float] = field(default_factory=dict)
     url_count: int = 0
@@ -75,8 +77,16 @@ class HostRecord:
     pages_fetched: int = 0
     operator_log: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def blocked_until_s(self) -> float:
+        """End of the host's Retry-After or back-off block (Unix s; 0.0 = none): its back-off state's."""
+        return float((self.backoff or {}).get("blocked_until_s") or 0.0)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The hosts-table value: the fields, and ``blocked_until_s`` (derived) as records always had it."""
+        out = asdict(self)
+        out["blocked_until_s"] = self.blocked_until_s
+        return out
 
     def seeded_for(self, host: str, by_name: bool) -> bool:
         """Whether ``host`` counts as seeded here: the queue was seeded, or (``by_name``, byIP) that name was."""
@@ -88,6 +98,7 @@ class HostRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HostRecord:
+        """Rebuild a record from :meth:`to_dict` output; unknown keys (and the derived ``blocked_until_s``) ignored."""
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -112,7 +123,7 @@ class HostRecord:
             self,
             next_fetch_at_s=pace.next_fetch_at_s,
             delay_s=pace.delay_s,
-            blocked_until_s=pace.rate_blocked_until_s,  # the operator's block is its own field
+            # the rate block is the back-off's (blocked_until_s); the operator's block is its own field
             backoff=pace.backoff.to_dict() if pace.backoff is not None else None,
             crawl_delay=pace.crawl.to_dict() if pace.crawl is not None else None,
         )
