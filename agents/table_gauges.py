@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
 from squall.policy.reasons import Status
+from squall.policy.url_view import url_view
 from squall.worker.metrics import RateWindow, top_keys
 from topology import (
     app,
@@ -56,10 +57,9 @@ class TableGauges(Collector):
         blocked_until = {h.key: h.blocked_until_s for h in hosts}
         by_status: Counter[str] = Counter({s.value: 0 for s in Status})
         due = 0
-        for value in urls_table.values():  # by field: decoding every URL record would cost a scrape seconds
-            status = value.get("status", "?")
-            by_status[status] += 1
-            at_s = due_at_s(status, value.get("next_fetch_at_s"), blocked_until.get(value.get("key", "")))
+        for url in map(url_view, urls_table.values()):  # a view: a UrlRecord per URL would cost a scrape seconds
+            by_status[url.status] += 1
+            at_s = due_at_s(url.status, url.next_fetch_at_s, blocked_until.get(url.key or ""))
             due += at_s is not None and at_s <= now
         g = GaugeMetricFamily("squall_urls", "URLs of the owned partitions by status", labels=["status"])
         for status, n in sorted(by_status.items()):

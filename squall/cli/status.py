@@ -29,6 +29,7 @@ from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
 from squall.policy.reasons import Status
 from squall.policy.records import SignalMessage, StatusMessage
+from squall.policy.url_view import url_view
 
 if TYPE_CHECKING:
     from squall.policy.pace import PaceConfig
@@ -253,19 +254,19 @@ def build_report(
     )
     fetched_at: list[float] = []
     records = {key: HostRecord.from_dict(value) for key, value in hosts.items()}  # the one reader of a host record
-    for rec in urls.values():
-        status = rec.get("status", "?")
+    for rec in map(url_view, urls.values()):  # the one reader of a URL record for reports
+        status = rec.status
         report.by_status[status] += 1
-        report.by_host[rec.get("key", "?")][status] += 1
-        if rec.get("reason"):
-            report.reasons[rec["reason"]] += 1
-        _count_render(report, rec.get("metadata") or {})
-        if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
-            fetched_at.append(rec["last_fetch_at_s"])
-        host = records.get(rec.get("key", ""))
+        report.by_host["?" if rec.key is None else rec.key][status] += 1
+        if rec.reason:
+            report.reasons[rec.reason] += 1
+        _count_render(report, rec.metadata)
+        if status == Status.FETCHED.value and rec.last_fetch_at_s:
+            fetched_at.append(rec.last_fetch_at_s)
+        host = records.get(rec.key or "")
         # the host's block: a Retry-After or back-off, or an operator's (squall host block)
         blocked = max(host.blocked_until_s, host.operator_blocked_until_s) if host is not None else 0.0
-        ready = due_at_s(status, rec.get("next_fetch_at_s"), blocked)  # the one "due"
+        ready = due_at_s(status, rec.next_fetch_at_s, blocked)  # the one "due"
         if ready is None:
             continue
         if host is not None and held_by_limit(host):  # an operator's page limit holds it: neither due nor waiting
