@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from squall.errors import BlockedAddress, FetchError
 from squall.policy.address_key import AddressCache, AddressConfig, Resolution
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.policy.urls import host_of
 
 log = logging.getLogger("squall.addresses")

@@ -1,6 +1,6 @@
 """Small helpers the agents share (a helper, no agent).
 
-Host records, the canonicalizer memo, the agents' configuration objects
+Host records, the agents' configuration objects and canonicalizer memo
 (:func:`config`), the fetch runtime (:func:`fetch_runtime`) and the dead-letter topic.
 """
 
@@ -31,8 +31,6 @@ from squall.worker.fetch_runtime import FetcherRuntime
 from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
-# one memo per worker, shared by the parse step and the status updater (see CanonicalCache)
-CANONICAL = CanonicalCache(NormalizerConfig.from_settings(settings))
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,7 @@ class AgentConfig:
     partitions: int
     parse_mode: str
     normalizer: NormalizerConfig
+    canonical: CanonicalCache  # one memo per worker, shared by the parse step and the status updater
     scope: ScopeConfig
     judge: LinkJudge
     schedule: ScheduleConfig
@@ -70,12 +69,14 @@ class AgentConfig:
     def from_settings(cls, s: Settings) -> AgentConfig:
         scope = ScopeConfig.from_settings(s)
         mode = s.partition_url_mode
+        normalizer = NormalizerConfig.from_settings(s)
         return cls(
             mode=mode,
             by_ip=mode == "byIP",
             partitions=s.topology_partitions,
             parse_mode="byHost" if mode == "byIP" else mode,
-            normalizer=NormalizerConfig.from_settings(s),
+            normalizer=normalizer,
+            canonical=CanonicalCache(normalizer),
             scope=scope,
             judge=LinkJudge(scope),
             schedule=ScheduleConfig.from_settings(s),
@@ -162,17 +163,17 @@ def fetch_runtime() -> FetcherRuntime:
 
 def new_fetch_runtime() -> FetcherRuntime:
     """A fresh fetch runtime wired to this worker's tables, audit, metrics and membership lease."""
-    from agents.observe import audit_request, metrics  # the audit and metrics of this worker
+    from agents.observe import audit_request, observed  # the audit and metrics of this worker
     from agents.robots import RobotsService
     from agents.worker_state import state
 
     robots = fd.FetchConfig.from_settings(settings).robots
     return FetcherRuntime(
         settings,
-        ownership=state,
+        ownership=state(),
         load_host=load_host,
         audit=audit_request,
-        fenced_seconds=metrics.fenced_seconds.inc,
+        fenced_seconds=observed().metrics.fenced_seconds.inc,
         lease=lambda: getattr(app.consumer, "lease", None),
         robots=lambda audit: RobotsService(robots, settings.http_robots_cache_lru_size, before_request=audit),
     )

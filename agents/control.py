@@ -23,7 +23,7 @@ from agents.common import config, deadletter, fetch_runtime, load_host, save_hos
 from agents.worker_state import owned_partitions, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy.control import Command, CrawlControl, Op, apply_to_crawl, apply_to_host, crawl_key
-from squall.policy.frontier import DueIndex
+from squall.policy.due_index import DueIndex
 from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key, partition_key
 from squall.worker import fetch_control
@@ -61,7 +61,7 @@ def apply(cmd: Command, partition: int, now_s: float) -> None:
         raise MessageError(f"{cmd.op.value} of {cmd.host} (key {key}) sent to partition {partition}, not {owner}")
     host = apply_to_host(load_host(key), cmd)
     save_host(host)
-    index = state.index_for_key(key)
+    index = state().index_for_key(key)
     if cmd.op is Op.HOST_DELETE:
         _drop_urls(key, index)
     fetch_control.steer(fetch_runtime(), key, host, now_s)

@@ -23,7 +23,7 @@ import functools
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from agents.observe import metrics
+from agents.observe import observed
 from squall.net.http import FetchResult
 from squall.net.warc import payload_digest
 from squall.policy.parse import is_parseable
@@ -67,7 +67,7 @@ async def emit(
     recorded = parsed[0]
     skip = policy.noindex_reason(result.headers, recorded, config.agent_token)
     if skip is not None:
-        metrics.documents.labels(outcome=skip.value).inc()
+        observed().metrics.documents.labels(outcome=skip.value).inc()
         return
     charset = (recorded.get("parse.charset") or ["utf-8"])[0]
     if len(result.body) <= settings.parser_inline_max_bytes:
@@ -87,4 +87,4 @@ async def emit(
         config=config,
     )
     await documents_topic.send(key=msg.key.encode(), value=document.to_bytes())
-    metrics.documents.labels(outcome=SENT).inc()
+    observed().metrics.documents.labels(outcome=SENT).inc()

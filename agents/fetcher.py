@@ -50,7 +50,8 @@ from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.outcome import Outcome, classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch
 from squall.policy.partition import is_ip_literal, partition_key
-from squall.policy.records import FetchMessage, Reason, SignalKind, Status, StatusMessage
+from squall.policy.reasons import Reason, Status
+from squall.policy.records import FetchMessage, SignalKind, StatusMessage
 from squall.worker.fetch_runtime import FetcherRuntime, HandBack, Turn
 from topology import app, fetch_topic, signals_topic, status_topic
 

@@ -1,148 +1,23 @@
 """``GET /metrics`` on the worker's Faust web server (127.0.0.1, ``topology.web.port``).
 
-Serves :class:`squall.worker.metrics.Metrics` (:data:`agents.observe.metrics`)
+Serves the worker's :class:`squall.worker.metrics.Metrics` (:func:`agents.observe.observed`)
 plus gauges read from the tables of the partitions this worker owns at
-scrape time (URLs by status, due, in flight, blocked / backing-off hosts,
-consumer lag, pages per second, and per-host series for the
-``metrics.hosts.top`` hosts with the most requests), in Prometheus' text
+scrape time (:class:`agents.table_gauges.TableGauges`), in Prometheus' text
 exposition format 0.0.4.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Iterator
-from typing import Any
-
 from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from agents.observe import metrics, pages
-from squall.policy.frontier import HostRecord
-from squall.policy.handout import due_at_s
-from squall.policy.records import Status
-from squall.worker.metrics import top_keys
-from topology import (
-    app,
-    audit_table,
-    fetch_topic,
-    hosts_table,
-    settings,
-    signals_topic,
-    status_topic,
-    ticks_topic,
-    urls_table,
-)
+from agents.observe import observed
+from topology import app
 
 # Prometheus' text exposition format 0.0.4 (aiohttp refuses a charset inside content_type)
 EXPOSITION_CONTENT_TYPE = "text/plain; version=0.0.4"
 
 
-class TableGauges(Collector):
-    """Gauges computed from this worker's tables at scrape time (scans cached :data:`SCAN_CACHE_S`)."""
-
-    def __init__(self) -> None:
-        self._cached_at = 0.0
-        self._families: list[GaugeMetricFamily] = []
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        now = time.time()
-        if now - self._cached_at > settings.metrics_scan_cache_secs:
-            self._families = list(self._scan(now))
-            self._cached_at = now
-        yield from self._families
-
-    def _scan(self, now: float) -> Iterator[GaugeMetricFamily]:
-        hosts = [HostRecord.from_dict(value) for value in hosts_table.values()]
-        blocked_until = {h.key: h.blocked_until_s for h in hosts}
-        by_status: Counter[str] = Counter({s.value: 0 for s in Status})
-        due = 0
-        for value in urls_table.values():  # by field: decoding every URL record would cost a scrape seconds
-            status = value.get("status", "?")
-            by_status[status] += 1
-            at_s = due_at_s(status, value.get("next_fetch_at_s"), blocked_until.get(value.get("key", "")))
-            due += at_s is not None and at_s <= now
-        g = GaugeMetricFamily("squall_urls", "URLs of the owned partitions by status", labels=["status"])
-        for status, n in sorted(by_status.items()):
-            g.add_metric([status], n)
-        yield g
-        yield GaugeMetricFamily(
-            "squall_due_urls",
-            "URLs due now (DISCOVERED or FETCH_ERROR, next fetch time and host block passed)",
-            value=due,
-        )
-        in_flight = sum(len(h.in_flight) for h in hosts)
-        blocked = sum((h.blocked_until_s or 0.0) > now for h in hosts)
-        backing_off = sum(bool((h.backoff or {}).get("attempts")) for h in hosts)
-        yield GaugeMetricFamily("squall_in_flight_urls", "URLs handed out and not answered yet", value=in_flight)
-        yield GaugeMetricFamily("squall_hosts_blocked", "Hosts blocked now (Retry-After or back-off)", value=blocked)
-        yield GaugeMetricFamily(
-            "squall_hosts_backing_off", "Hosts in a back-off after 429/503 without Retry-After", value=backing_off
-        )
-        yield GaugeMetricFamily(
-            "squall_pages_per_second", "Pages FETCHED per second over the last minute", value=pages.rate(now)
-        )
-        lag = GaugeMetricFamily(
-            "squall_consumer_lag",
-            "Messages of the worker's assigned partitions not yet committed (unconsumed), per topic",
-            labels=["topic"],
-        )
-        for topic, n in sorted(_consumer_lag().items()):
-            lag.add_metric([topic], n)
-        yield lag
-        yield from _host_families()
-
-
-def _consumer_lag() -> dict[str, int]:
-    """Highwater minus committed offset over the worker's assigned partitions, per topic (0 when unknown)."""
-    out = {t.get_topic_name(): 0 for t in (status_topic, fetch_topic, signals_topic, ticks_topic)}
-    consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
-    if consumer is None:
-        return out
-    committed = getattr(consumer, "_committed_offset", {})
-    for tp in consumer.assignment():
-        if tp.topic in out:
-            try:
-                high = consumer.highwater(tp)
-            except Exception:  # not fetched yet
-                continue
-            done = committed.get(tp)
-            out[tp.topic] += max(0, (high or 0) - (done or 0))
-    return out
-
-
-def _host_families() -> Iterator[GaugeMetricFamily]:
-    audits: dict[str, dict[str, Any]] = {}
-    for value in audit_table.values():
-        if isinstance(value, dict) and "key" in value:
-            audits[value["key"]] = value
-    top = top_keys(((k, int(v.get("requests") or 0)) for k, v in audits.items()), settings.metrics_hosts_top)
-    fams = {
-        "requests": GaugeMetricFamily(
-            "squall_host_requests", "Requests audited, top hosts (metrics.hosts.top)", labels=["host"]
-        ),
-        "required_delay_s": GaugeMetricFamily(
-            "squall_host_delay_seconds", "Delay in force at the last request (s), top hosts", labels=["host"]
-        ),
-        "min_gap_s": GaugeMetricFamily(
-            "squall_host_min_gap_seconds", "Smallest start-to-start gap (s), top hosts", labels=["host"]
-        ),
-        "violations": GaugeMetricFamily("squall_host_audit_violations", "Audit violations, top hosts", labels=["host"]),
-    }
-    for key in top:
-        for field, fam in fams.items():
-            value = audits[key].get(field)
-            if value is not None:
-                fam.add_metric([key], float(value))
-    yield from fams.values()
-
-
-metrics.registry.register(TableGauges())
-
-
 @app.page("/metrics")
 async def metrics_page(self, request):
     """Prometheus text exposition of this worker's metrics."""
-    return self.bytes(generate_latest(metrics.registry), content_type=EXPOSITION_CONTENT_TYPE)
+    return self.bytes(generate_latest(observed().metrics.registry), content_type=EXPOSITION_CONTENT_TYPE)

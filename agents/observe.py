@@ -8,8 +8,10 @@
   table write, it must run inside the fetch event of the host's partition
   (the fetch tasks carry that event), so the changelog record lands on the
   partition that owns the host and survives restarts and rebalances.
-* :data:`metrics` and :data:`pages` count what the agents do; ``GET /metrics``
-  serves them (:mod:`agents.metrics_page`).
+* :func:`observed` holds the worker's counts (:class:`Observed`: the metrics,
+  the pages of the last minute, the audit buffer), created on first use and
+  held by the app (``app.squall_observed``); ``GET /metrics`` serves them
+  (:mod:`agents.metrics_page`).
 """
 
 from __future__ import annotations
@@ -20,19 +22,18 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from agents.table_gauges import TableGauges
 from agents.worker_state import state
 from squall.net.http import FetchResult
 from squall.policy.audit import HostAudit, record_request
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
-from squall.policy.records import Status, StatusMessage
+from squall.policy.reasons import Status
+from squall.policy.records import StatusMessage
 from squall.worker.metrics import Metrics, RateWindow, robots_outcome
-from topology import audit_table, settings
+from topology import app, audit_table, settings
 
 log = logging.getLogger("squall.observe")
-
-metrics = Metrics()
-pages = RateWindow(60.0)
 
 
 @dataclass
@@ -67,7 +68,7 @@ class AuditBuffer:
 
     def record(self, key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
         """Record a request of queue ``key`` starting at ``start_s`` (see :func:`audit_request`)."""
-        since_s = state.assigned_at.get(partition_for_key(key, settings.topology_partitions))
+        since_s = state().assigned_at.get(partition_for_key(key, settings.topology_partitions))
         held = self._queues.get(key)
         if held is None or held.owned_since_s != since_s:  # new here, or owned again after a rebalance
             raw = self.table.get(key.encode())
@@ -80,6 +81,7 @@ class AuditBuffer:
         after = record_request(before, key, start_s, required_delay_s, blocked_until_s, settings.audit_tolerance_secs)
         violated = after.violations > (before.violations if before else 0)
         held = self._queues[key] = _Audited(since_s, after, True, held.written_at_s if held else 0.0)
+        metrics = observed().metrics
         metrics.audit_requests.inc()
         if violated:
             metrics.audit_violations.inc()
@@ -103,7 +105,30 @@ class AuditBuffer:
         held.dirty, held.written_at_s = False, now_s
 
 
-audits = AuditBuffer(settings.audit_flush_secs, audit_table)
+@dataclass(frozen=True)
+class Observed:
+    """What the worker counts: ``metrics`` (served by ``GET /metrics`` with the table gauges), ``pages`` (FETCHED
+    pages of the last 60 s) and ``audits`` (the politeness audit buffer); a test hands in its own by setting
+    ``app.squall_observed``."""
+
+    metrics: Metrics
+    pages: RateWindow
+    audits: AuditBuffer
+
+    @classmethod
+    def new(cls) -> Observed:
+        """A fresh set: counters at zero, the table gauges registered, the audit buffer over the ``audit`` table."""
+        metrics, pages = Metrics(), RateWindow(60.0)
+        metrics.registry.register(TableGauges(pages))
+        return cls(metrics=metrics, pages=pages, audits=AuditBuffer(settings.audit_flush_secs, audit_table))
+
+
+def observed() -> Observed:
+    """The worker's :class:`Observed`, created on first use and held by the app (``app.squall_observed``)."""
+    held = app.squall_observed
+    if held is None:
+        held = app.squall_observed = Observed.new()
+    return held
 
 
 def audit_request(key: str, start_s: float, required_delay_s: float, blocked_until_s: float) -> None:
@@ -116,24 +141,28 @@ def audit_request(key: str, start_s: float, required_delay_s: float, blocked_unt
     the audit must not stop a fetch (a failure is logged).
     """
     try:
-        audits.record(key, start_s, required_delay_s, blocked_until_s)
+        observed().audits.record(key, start_s, required_delay_s, blocked_until_s)
     except Exception:
         log.exception("squall: politeness audit of %s failed", key)
 
 
 def observe_fetch(result: FetchResult) -> None:
     """Count one page response: bytes received and fetch time."""
+    metrics = observed().metrics
     metrics.fetched_bytes.inc(len(result.body))
     metrics.fetch_latency.observe(max(0.0, result.ended_at_s - result.started_at_s))
 
 
 def observe_result(status: StatusMessage) -> None:
     """Count the status a page fetch ended with (status, reason) and its completion time."""
-    metrics.fetch_results.labels(status=status.status.value, reason=status.reason.value if status.reason else "").inc()
+    held = observed()
+    held.metrics.fetch_results.labels(
+        status=status.status.value, reason=status.reason.value if status.reason else ""
+    ).inc()
     if status.status is Status.FETCHED:
-        pages.add(time.time())
+        held.pages.add(time.time())
 
 
 def observe_robots(status: int | None) -> None:
     """Count one robots.txt fetch by outcome (None: unreachable)."""
-    metrics.robots_fetches.labels(outcome=robots_outcome(status)).inc()
+    observed().metrics.robots_fetches.labels(outcome=robots_outcome(status)).inc()

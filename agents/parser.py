@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agents.common import CANONICAL, config
+from agents.common import config
 from agents.sitemaps import parse_sitemap
 from squall.net.http import FetchResult
 from squall.policy import metadata as md
@@ -55,7 +55,7 @@ def parse(
         page_url=result.url,
         depth=depth + 1,
         metadata=inherited,
-        canonical=CANONICAL,
+        canonical=config().canonical,
         mode=config().parse_mode,
         partitions=config().partitions,
         judge=config().judge,

@@ -12,7 +12,7 @@ import logging
 import time
 
 from agents.common import fetch_runtime
-from agents.observe import metrics, pages
+from agents.observe import observed
 from agents.worker_state import state
 from squall.worker.metrics import counter_total, progress_line
 from topology import app, settings
@@ -22,12 +22,13 @@ log = logging.getLogger("squall.progress")
 
 def current_line(now_s: float) -> str:
     """The progress line of this worker at ``now_s`` (Unix s)."""
+    held = observed()
     return progress_line(
-        pages=int(counter_total(metrics.fetch_results, status="FETCHED")),
-        pages_per_s=pages.rate(now_s),
-        due=sum(len(index) for index in state.indexes.values()),
+        pages=int(counter_total(held.metrics.fetch_results, status="FETCHED")),
+        pages_per_s=held.pages.rate(now_s),
+        due=sum(len(index) for index in state().indexes.values()),
         in_flight=len(fetch_runtime().active),
-        violations=int(counter_total(metrics.audit_violations)),
+        violations=int(counter_total(held.metrics.audit_violations)),
     )
 
 

@@ -23,7 +23,8 @@ import logging
 
 from agents.common import config, fetch_runtime, tables
 from agents.worker_state import state
-from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.handout import choose, eligible_at_s, next_soon
 from squall.policy.host_pacing import apply_signal
 from squall.policy.records import FetchMessage, SignalMessage
@@ -102,7 +103,7 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     due index. Returns the host record and the fetch messages (none: the
     record unchanged).
     """
-    index = state.index_for_key(key)
+    index = state().index_for_key(key)
     if index is None:
         return host, []
     handout = config().handout

@@ -44,7 +44,7 @@ async def regulator(stream):
             continue
         if updated is not host:
             save_host(updated)
-        index = state.index_for_key(signal.key)
+        index = state().index_for_key(signal.key)
         if index is not None:
             index.set_host_ready(
                 signal.key,

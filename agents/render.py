@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,38 +47,57 @@ from squall.policy.render_policy import (
     should_render,
 )
 from squall.policy.urls import host_of, origin_of
-from topology import settings
+from topology import app, settings
 
 log = logging.getLogger("squall.net.render")
 RENDERED_TYPE = "text/html; charset=utf-8"
 
-CHROMIUM: Path | None = None
-if config().render.enabled:
-    try:
-        CHROMIUM = find_chromium(config().render.browser_path)
-    except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
-        raise SystemExit(
-            f"squall: configuration error: render.browser.path: render.enabled is true but {exc}"
-        ) from None
 
-_pool: BrowserPool | None = None
+@dataclass
+class Browser:
+    """The worker's browser: the Chromium executable found at start and the pool opened on first render."""
+
+    chromium: Path
+    pool: BrowserPool | None = None
+
+
+def browser() -> Browser:
+    """The worker's :class:`Browser`, found on first use and held by the app (``app.squall_browser``).
+
+    Raises:
+        SystemExit: no Chromium at ``render.browser.path`` (or on PATH): one line naming the key.
+    """
+    held = app.squall_browser
+    if held is None:
+        try:
+            chromium = find_chromium(config().render.browser_path)
+        except BrowserMissing as exc:  # a misconfiguration: stop the worker at start, one line
+            raise SystemExit(
+                f"squall: configuration error: render.browser.path: render.enabled is true but {exc}"
+            ) from None
+        held = app.squall_browser = Browser(chromium)
+    return held
+
+
+if config().render.enabled:
+    browser()  # looked up when the worker imports its agents: a missing browser stops it at start
 
 
 def pool() -> BrowserPool:
     """The worker's browser pool (created on first use, in the worker's event loop)."""
-    global _pool
-    if _pool is None:
-        if CHROMIUM is None:  # render.enabled is false: the render step never asks for a pool
-            raise RuntimeError("the browser pool needs render.enabled: true")
-        _pool = BrowserPool(config().render, CHROMIUM, user_agent=settings.user_agent)
-    return _pool
+    if not config().render.enabled:  # the render step never asks for a pool then
+        raise RuntimeError("the browser pool needs render.enabled: true")
+    held = browser()
+    if held.pool is None:
+        held.pool = BrowserPool(config().render, held.chromium, user_agent=settings.user_agent)
+    return held.pool
 
 
 async def close_pool() -> None:
     """Close the browser pool if one was started (worker shutdown); idempotent."""
-    global _pool
-    if _pool is not None:
-        pool_, _pool = _pool, None
+    held = app.squall_browser
+    if held is not None and held.pool is not None:
+        pool_, held.pool = held.pool, None
         await pool_.close()
 
 

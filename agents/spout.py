@@ -34,7 +34,7 @@ log = logging.getLogger("squall.spout")
 async def spout(stream):
     async for event in stream.events():
         partition = event.message.partition
-        state.tick_sent_at.pop(partition, None)
+        state().tick_sent_at.pop(partition, None)
         release_stranded(partition, time.time())
         for msg in hand_out(partition, time.time()):
             await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
@@ -42,7 +42,7 @@ async def spout(stream):
 
 def hand_out(partition: int, now_s: float) -> list[FetchMessage]:
     """Take the due URLs of eligible hosts of ``partition`` and record them as in flight."""
-    index = state.indexes.get(partition)
+    index = state().indexes.get(partition)
     if index is None or partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: none
         return []
     out: list[FetchMessage] = []
@@ -61,8 +61,9 @@ def release_stranded(partition: int, now_s: float) -> None:
     Their URLs leave the host's in-flight list and go back to the due index;
     the durable pace keeps the take-over rule (one delay after the take-over).
     """
-    pending, index = state.stranded.get(partition), state.indexes.get(partition)
-    since = state.assigned_at.get(partition)
+    held = state()
+    pending, index = held.stranded.get(partition), held.indexes.get(partition)
+    since = held.assigned_at.get(partition)
     if not pending or index is None or since is None:
         return
     for key in [k for k, at in pending.items() if at <= now_s]:
@@ -103,16 +104,17 @@ def _record(url: str) -> UrlRecord | None:
 async def send_ticks() -> None:
     """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
     now = time.time()
-    for partition, index in list(state.indexes.items()):
+    held = state()
+    for partition, index in list(held.indexes.items()):
         if partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: no hand-out, no tick
             continue
-        due = min((t for t in (index.next_due_s(), state.next_release_s(partition)) if t is not None), default=None)
+        due = min((t for t in (index.next_due_s(), held.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue
-        sent = state.tick_sent_at.get(partition)
+        sent = held.tick_sent_at.get(partition)
         if sent is not None and now - sent < settings.frontier_tick_resend_secs:
             continue
-        state.tick_sent_at[partition] = now
+        held.tick_sent_at[partition] = now
         # readable JSON like every other topic (Kafka UI, `squall tail ticks`); the spout ignores the value
         await ticks_topic.send(
             key=b"tick", value=b'{"partition":%d,"sent_at_s":%.3f}' % (partition, now), partition=partition

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from agents.addresses import host_port
-from agents.common import CANONICAL, addresses, config, deadletter, load_host, save_host, tables
-from agents.observe import audits
+from agents.common import addresses, config, deadletter, load_host, save_host, tables
+from agents.observe import observed
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
 from agents.worker_state import state
@@ -36,7 +36,8 @@ from squall.policy.address_key import status_key
 from squall.policy.admission import nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.reasons import Reason
+from squall.policy.records import StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
 from squall.policy.scope import check
 from squall.policy.urls import canonicalize, host_of
@@ -90,7 +91,7 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
         done.dead.append((value, exc))
         return done
     try:
-        canon = _seed_canonical if msg.seed else CANONICAL  # seeds are few: not memoized
+        canon = _seed_canonical if msg.seed else config().canonical  # seeds are few: not memoized
         url = canon(msg.url)
         key = partition_key(url, config().mode)
     except InvalidURL as exc:
@@ -123,7 +124,7 @@ def _handle_decoded(
     canon: Callable[[str], str]
     if first is None:
         try:
-            canon = _seed_canonical if msg.seed else CANONICAL
+            canon = _seed_canonical if msg.seed else config().canonical
             url = canon(msg.url)
             key = partition_key(url, config().mode)
         except InvalidURL as exc:  # one bad link of a batch: the others go on
@@ -174,7 +175,7 @@ def _hand_out_and_flush(done: Handled, now_s: float) -> None:
         host, handouts = hand_out_next(key, writes.host(key), now_s)
         writes.set_host(host)
         done.handouts.extend(handouts)
-        audits.flush_if_idle(key, host, now_s)  # its last result: the audit table catches up
+        observed().audits.flush_if_idle(key, host, now_s)  # its last result: the audit table catches up
         if not handouts:
             empty.append(key)
     discovered_for = {r.key for r in writes.stores if r.next_fetch_at_s is not None}
@@ -308,7 +309,7 @@ def _forget(url: str) -> None:
     raw = tables().urls.get(url.encode())
     if raw is None:
         return
-    index = state.index_for_key(UrlRecord.from_dict(raw).key)
+    index = state().index_for_key(UrlRecord.from_dict(raw).key)
     if index is not None:
         index.remove(url)
     del tables().urls[url.encode()]
@@ -404,7 +405,7 @@ def _out_of_scope(msg: StatusMessage, url: str, host: HostRecord) -> Reason | No
 
 def _store(record: UrlRecord) -> None:
     tables().urls[record.url.encode()] = record.to_dict()
-    index = state.index_for_key(record.key)
+    index = state().index_for_key(record.key)
     if index is None:
         return
     if record.next_fetch_at_s is None:

@@ -15,26 +15,33 @@ from __future__ import annotations
 import time
 
 from agents.common import fetch_runtime
-from agents.observe import audits
+from agents.observe import observed
 from agents.render import close_pool
 from agents.worker_state import owned_partitions, state
 from squall.worker.offset_commit import StuckWatch
 from topology import app, fetch_topic, settings
 
-STUCK = StuckWatch(settings.kafka_stuck_partition_secs)
+
+def stuck_watch() -> StuckWatch:
+    """The worker's :class:`StuckWatch` (``kafka.stuck.partition.secs``), created on first use, held by the app."""
+    held = app.squall_stuck_watch
+    if held is None:
+        held = app.squall_stuck_watch = StuckWatch(settings.kafka_stuck_partition_secs)
+    return held
 
 
 @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _rebuild_after_recovery(sender, **kwargs) -> None:
-    await state.rebuild(owned_partitions())
+    await state().rebuild(owned_partitions())
 
 
 @app.timer(5.0)
 async def _read_stuck_partitions_again() -> None:
     """A stream partition whose messages stopped coming is read again (``kafka.stuck.partition.secs``)."""
     read_again = getattr(app.consumer, "read_stuck_again", None)  # squall's consumer (squall.worker.kafka_consumer)
-    if read_again is not None and STUCK.after_s > 0:
-        await read_again(STUCK, time.time())
+    watch = stuck_watch()
+    if read_again is not None and watch.after_s > 0:
+        await read_again(watch, time.time())
 
 
 @app.on_before_shutdown.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
@@ -53,4 +60,4 @@ async def _drop_revoked(sender, revoked, **kwargs) -> None:
 async def _forget_unowned(sender, **kwargs) -> None:
     owned = owned_partitions()
     fetch_runtime().forget_unowned(owned)
-    audits.forget_unowned(owned)
+    observed().audits.forget_unowned(owned)

@@ -1,6 +1,6 @@
 """Per-worker, in-memory state shared by the agents (a helper, no agent): caches of the tables, never the truth.
 
-The due indexes are rebuilt from the urls and hosts tables after every
+One :class:`WorkerState` per worker (:func:`state`). The due indexes are rebuilt from the urls and hosts tables after every
 rebalance (restart included); losing them loses nothing.
 """
 
@@ -11,7 +11,8 @@ import logging
 import time
 
 from agents.common import config, tables
-from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key
 from squall.policy.schedule import UrlRecord
@@ -130,7 +131,15 @@ class WorkerState:
         return True
 
 
-state = WorkerState()
+def state() -> WorkerState:
+    """The worker's :class:`WorkerState`, created on first use and held by the app (``app.squall_worker_state``).
+
+    A test hands in its own (its due indexes, assignment times) by setting that attribute.
+    """
+    held = app.squall_worker_state
+    if held is None:
+        held = app.squall_worker_state = WorkerState()
+    return held
 
 
 def owned_partitions() -> set[int]:

@@ -5,7 +5,7 @@
 Needs a broker (``squall kafka up``; ``$KAFKA_BOOTSTRAP_SERVERS`` or
 ``--bootstrap``). Measures, and prints as a Markdown table:
 
-1. **hand-out cost** of the due index alone (:class:`squall.policy.frontier.DueIndex`,
+1. **hand-out cost** of the due index alone (:class:`squall.policy.due_index.DueIndex`,
    in process, no Kafka) with 10 k / 100 k / 1 M stored URLs: µs per
    ``pop_due`` of one host's URL (median over batches), bytes per stored URL
    (tracemalloc) and the stale tickets seeding left;
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from squall.cli.seed import SeedLine, produce_seeds
 from squall.net.kafka_security import KafkaConnection
-from squall.policy.frontier import DueIndex
+from squall.policy.due_index import DueIndex
 from squall.policy.partition import partition_key
 from squall.policy.topics import all_topics, topic_name
 from squall.tools.harness import Crawl

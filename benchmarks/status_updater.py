@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     import agents.status_updater as su
     from agents import parser
     from agents.worker_state import state
-    from squall.policy.frontier import DueIndex
+    from squall.policy.due_index import DueIndex
     from squall.net.http import FetchResult
     from squall.policy.partition import partition_for_key, partition_key
     from squall.policy.records import StatusMessage
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     PARTITIONS = topology.settings.topology_partitions
     urls, hosts = JsonTable(), JsonTable()
     topology.app.squall_tables = common.Tables(urls=urls, hosts=hosts)
-    state.indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
+    state().indexes = {p: DueIndex() for p in range(topology.settings.topology_partitions)}
 
     rng = random.Random(args.seed)
     names = [f"host{i}.example.org" for i in range(args.hosts)]

@@ -18,7 +18,7 @@ Hierarchy::
 aiohttp and Kafka client errors are translated into these at one boundary
 (squall.net.http for fetching, squall.net.kafka_security for a broker's
 refusals, squall.tools.kafka_local for the local broker).
-The reasons are :class:`squall.policy.records.Reason` members (a ``str``
+The reasons are :class:`squall.policy.reasons.Reason` members (a ``str``
 enum: formatted as its value, ``"url.host"``), never free text.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # records imports this module: the enum is only named here, never imported at run time
-    from squall.policy.records import Reason
+    from squall.policy.reasons import Reason
 
 
 class SquallError(Exception):
@@ -88,7 +88,7 @@ class SearchIndexError(SquallError):
 
 
 class FetchError(SquallError):
-    """A fetch that failed; ``reason`` is a :class:`squall.policy.records.Reason` (transport or ``url.*``)."""
+    """A fetch that failed; ``reason`` is a :class:`squall.policy.reasons.Reason` (transport or ``url.*``)."""
 
     def __init__(self, reason: Reason, detail: str = "") -> None:
         self.reason = reason

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from squall.policy.url_view import url_view
+
 if TYPE_CHECKING:
     from squall.settings import Settings
 
@@ -44,10 +46,9 @@ def progress(
     URL known at ``t`` (whatever its status now), ``fetched`` the URLs FETCHED whose last fetch was
     at or before ``t``.
     """
-    found = sorted(r.get("discovered_at_s") or 0.0 for r in urls.values())
-    fetched = sorted(
-        r["last_fetch_at_s"] for r in urls.values() if r.get("status") == "FETCHED" and r.get("last_fetch_at_s")
-    )
+    views = [url_view(r) for r in urls.values()]
+    found = sorted(v.discovered_at_s for v in views)
+    fetched = sorted(v.last_fetch_at_s for v in views if v.status == "FETCHED" and v.last_fetch_at_s)
     if not found:
         return []
     start = min(found[0], fetched[0]) if fetched else found[0]

@@ -128,9 +128,9 @@ def host_text(row: Mapping[str, Any]) -> str:
 
 def operator_text(entry: Mapping[str, Any]) -> str:
     """An operator-log entry for people: ``last command host.block by alice@box at 10:00:00 (until_s=...)``."""
-    from squall.cli.status import operator_fields
+    from squall.cli.status import last_command
 
-    return "last command " + str(operator_fields({"operator_log": [entry]}, 0.0)["operator"])
+    return "last command " + str(last_command([entry]))
 
 
 def dump_lines(urls: Mapping[str, Mapping[str, Any]], status: str | None = None) -> Iterator[str]:

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from squall.cli.status import Report, clock, collect, duration, unassigned_line
-from squall.policy.records import Status
+from squall.policy.reasons import Status
 
 if TYPE_CHECKING:
     from squall.settings import Settings

@@ -27,7 +27,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.errors import FetchError
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.reasons import Reason
+from squall.policy.records import StatusMessage
 from squall.policy.scope import ScopeConfig, check
 from squall.policy.sitemaps import (
     CHANGEFREQ_KEY,

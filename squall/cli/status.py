@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -27,7 +27,9 @@ from urllib.parse import urlsplit
 from squall.net.kafka_security import Broker, KafkaConnection
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
-from squall.policy.records import SignalMessage, Status, StatusMessage
+from squall.policy.reasons import Status
+from squall.policy.records import SignalMessage, StatusMessage
+from squall.policy.url_view import url_view
 
 if TYPE_CHECKING:
     from squall.policy.pace import PaceConfig
@@ -251,22 +253,23 @@ def build_report(
         robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")),
     )
     fetched_at: list[float] = []
-    for rec in urls.values():
-        status = rec.get("status", "?")
+    records = {key: HostRecord.from_dict(value) for key, value in hosts.items()}  # the one reader of a host record
+    for rec in map(url_view, urls.values()):  # the one reader of a URL record for reports
+        status = rec.status
         report.by_status[status] += 1
-        report.by_host[rec.get("key", "?")][status] += 1
-        if rec.get("reason"):
-            report.reasons[rec["reason"]] += 1
-        _count_render(report, rec.get("metadata") or {})
-        if status == Status.FETCHED.value and rec.get("last_fetch_at_s"):
-            fetched_at.append(rec["last_fetch_at_s"])
-        host = hosts.get(rec.get("key", ""), {})
+        report.by_host["?" if rec.key is None else rec.key][status] += 1
+        if rec.reason:
+            report.reasons[rec.reason] += 1
+        _count_render(report, rec.metadata)
+        if status == Status.FETCHED.value and rec.last_fetch_at_s:
+            fetched_at.append(rec.last_fetch_at_s)
+        host = records.get(rec.key or "")
         # the host's block: a Retry-After or back-off, or an operator's (squall host block)
-        blocked = max(host.get("blocked_until_s") or 0.0, host.get("operator_blocked_until_s") or 0.0)
-        ready = due_at_s(status, rec.get("next_fetch_at_s"), blocked)  # the one "due"
+        blocked = max(host.blocked_until_s, host.operator_blocked_until_s) if host is not None else 0.0
+        ready = due_at_s(status, rec.next_fetch_at_s, blocked)  # the one "due"
         if ready is None:
             continue
-        if held_by_limit(host):  # an operator's page limit holds it: neither due nor waiting
+        if host is not None and held_by_limit(host):  # an operator's page limit holds it: neither due nor waiting
             report.held += 1
             continue
         if ready <= now_s:
@@ -275,12 +278,12 @@ def build_report(
             report.waiting += 1
             report.waiting_until_s = max(report.waiting_until_s or 0.0, ready)
             report.waiting_next_s = min(report.waiting_next_s or ready, ready)
-    for host in hosts.values():
-        report.in_flight += len(host.get("in_flight") or {})
-        for reason, n in (host.get("rejected") or {}).items():
+    for record in records.values():
+        report.in_flight += len(record.in_flight)
+        for reason, n in record.rejected.items():
             report.rejected[reason] += n
     _rates(report, fetched_at, now_s)
-    report.hosts = host_rows(report.by_host, hosts, audits or {}, robots or {}, now_s)
+    report.hosts = host_rows(report.by_host, records, audits or {}, robots or {}, now_s)
     report.audit_violations = sum(int(a.get("violations") or 0) for a in (audits or {}).values())
     return report
 
@@ -327,40 +330,42 @@ def paused_partitions(control: Mapping[str, Mapping[str, Any]]) -> dict[int, str
     out: dict[int, str] = {}
     for key, record in control.items():
         if key.startswith("crawl:") and key[6:].isdigit() and record.get("paused") is True:
-            out[int(key[6:])] = operator_fields({"operator_log": record.get("log") or []}, 0.0)["operator"] or ""
+            out[int(key[6:])] = last_command(record.get("log") or []) or ""
     return out
 
 
-def held_by_limit(host: Mapping[str, Any]) -> bool:
-    """Whether a HostRecord dict's operator page limit is reached (its URLs are held, not handed out)."""
-    limit = host.get("page_limit")
-    return limit is not None and int(host.get("pages_fetched") or 0) >= limit
+def held_by_limit(host: HostRecord) -> bool:
+    """Whether a host's operator page limit is reached (its URLs are held, not handed out)."""
+    return host.page_limit is not None and host.pages_fetched >= host.page_limit
 
 
-def operator_fields(host: Mapping[str, Any], now_s: float) -> dict[str, Any]:
+def last_command(log: Sequence[Mapping[str, Any]]) -> str | None:
+    """The last entry of an operator log for people (``host.block by alice@box at 10:00:00 (until_s=...)``)."""
+    if not log:
+        return None
+    entry = log[-1]
+    args = ", ".join(f"{k}={v}" for k, v in (entry.get("args") or {}).items())
+    return f"{entry.get('op')} by {entry.get('by')} at {clock(entry.get('at'))}" + (f" ({args})" if args else "")
+
+
+def operator_fields(host: HostRecord, now_s: float) -> dict[str, Any]:
     """A host row's operator state: ``operator_blocked_until_s`` (None when past) and ``block_reason``,
     ``page_limit``, ``pages_fetched``, ``operator_delay_s``, and ``operator`` (the last command applied,
-    for people: ``host.block by alice@box at 10:00:00 (until_s=...)``; None when none)."""
-    blocked = host.get("operator_blocked_until_s") or 0.0
-    log = host.get("operator_log") or []
-    last = None
-    if log:
-        entry = log[-1]
-        args = ", ".join(f"{k}={v}" for k, v in (entry.get("args") or {}).items())
-        last = f"{entry.get('op')} by {entry.get('by')} at {clock(entry.get('at'))}" + (f" ({args})" if args else "")
+    :func:`last_command`; None when none)."""
+    blocked = host.operator_blocked_until_s
     return {
         "operator_blocked_until_s": blocked if blocked > now_s else None,
-        "block_reason": host.get("operator_block_reason") if blocked > now_s else None,
-        "page_limit": host.get("page_limit"),
-        "pages_fetched": int(host.get("pages_fetched") or 0),
-        "operator_delay_s": host.get("operator_delay_s"),
-        "operator": last,
+        "block_reason": host.operator_block_reason if blocked > now_s else None,
+        "page_limit": host.page_limit,
+        "pages_fetched": host.pages_fetched,
+        "operator_delay_s": host.operator_delay_s,
+        "operator": last_command(host.operator_log),
     }
 
 
 def host_rows(
     by_host: Mapping[str, Counter],
-    hosts: Mapping[str, Mapping[str, Any]],
+    hosts: Mapping[str, HostRecord],
     audits: Mapping[str, Mapping[str, Any]],
     robots: Mapping[str, Mapping[str, Any]],
     now_s: float,
@@ -382,11 +387,10 @@ def host_rows(
     rows: list[dict[str, Any]] = []
     for key in sorted(set(by_host) | set(hosts) | set(audits)):
         counts = by_host.get(key, Counter())
-        host: Mapping[str, Any] = hosts.get(key) or {}
+        host = hosts.get(key) or HostRecord(key=key)
         audit: Mapping[str, Any] = audits.get(key) or {}
         entry = robots_of.get(key)
-        nxt = host.get("next_fetch_at_s") or 0.0
-        blocked = host.get("blocked_until_s") or 0.0
+        nxt, blocked = host.next_fetch_at_s, host.blocked_until_s
         rows.append(
             {
                 "host": key,
@@ -399,11 +403,11 @@ def host_rows(
                 "min_gap_s": audit.get("min_gap_s"),
                 "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
                 # the delay in force: the durable pace (hosts table), else the audit's last one
-                "delay_s": host.get("delay_s") or audit.get("required_delay_s"),
+                "delay_s": host.delay_s or audit.get("required_delay_s"),
                 "next_fetch_at_s": nxt if nxt > now_s else None,
                 "blocked_until_s": blocked if blocked > now_s else None,
-                "backoff_attempts": int((host.get("backoff") or {}).get("attempts") or 0),
-                "in_flight": len(host.get("in_flight") or {}),
+                "backoff_attempts": int((host.backoff or {}).get("attempts") or 0),
+                "in_flight": len(host.in_flight),
                 "robots": "unknown"
                 if entry is None
                 else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",

@@ -26,7 +26,7 @@ from aiohttp.client_proto import ResponseHandler
 
 from squall.errors import BlockedAddress
 from squall.policy.netsafety import NetworkPolicy, check_address
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 _NO_BODY_STATUSES = frozenset({204, 304})  # RFC 9110 §6.4.1: no content whatever the headers say

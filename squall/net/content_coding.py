@@ -23,7 +23,7 @@ import zlib
 from typing import Protocol
 
 from squall.errors import FetchError
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 try:
     import brotli

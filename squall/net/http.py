@@ -26,7 +26,7 @@ restrictions, response-size limits, compression bombs, DNS rebinding):
 * ``http.timeout.connect`` / ``.read`` / ``.total`` become aiohttp's
   ``ClientTimeout(connect=, sock_read=, total=)``.
 
-Failure reasons (:class:`squall.policy.records.Reason`): ``fetch.blocked_address``
+Failure reasons (:class:`squall.policy.reasons.Reason`): ``fetch.blocked_address``
 (raised as :class:`~squall.errors.BlockedAddress`), ``fetch.dns``,
 ``fetch.connection`` (refused, reset, closed before an answer),
 ``fetch.timeout``, ``fetch.protocol`` (malformed or oversized answer,
@@ -56,7 +56,7 @@ from squall.net.connection import AddrInfo, GetAddrInfo, PolicyResolver, _Framin
 from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
 from squall.net.warc import payload_digest
 from squall.policy.netsafety import NetworkPolicy, check_address
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.settings import Settings
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 if TYPE_CHECKING:
     from squall.settings import Settings

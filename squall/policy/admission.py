@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.reasons import Reason
+from squall.policy.records import StatusMessage
 from squall.policy.sitemaps import is_marked, lastmod_of
 from squall.policy.urls import host_of
 

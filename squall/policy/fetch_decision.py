@@ -36,7 +36,8 @@ from squall.errors import InvalidURL
 from squall.policy.outcome import Outcome
 from squall.policy.pace import FetchEnded, PaceConfig, PaceState
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.reasons import Reason, Status
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, effective_crawl_delay
 from squall.policy.robots_status import RobotsEntry
 from squall.policy.sitemaps import settle_status

@@ -83,7 +83,7 @@ class FetchQueues(Generic[T]):
     Raises:
         ValueError: ``threads_per_queue`` < 1, ``max_queue_size`` < -1.
 
-    Why its own ticket heap beside :class:`squall.policy.frontier.DueIndex`'s:
+    Why its own ticket heap beside :class:`squall.policy.due_index.DueIndex`'s:
     the two order different things with different invalidation. Here a
     queue's ticket is re-timed on every fetch end and Retry-After (often, by
     ``seq``), queues are few (the hosts being fetched now) and a ticket is

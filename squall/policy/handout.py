@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Status
+from squall.policy.reasons import Status
 from squall.policy.schedule import UrlRecord
 
 if TYPE_CHECKING:

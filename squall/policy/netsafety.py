@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from squall.errors import ConfigError
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 if TYPE_CHECKING:
     from squall.settings import Settings

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 from squall.errors import InvalidURL
 from squall.policy.backoff import parse_retry_after
-from squall.policy.records import Reason, SignalKind, Status
+from squall.policy.reasons import Reason, Status
+from squall.policy.records import SignalKind
 from squall.policy.urls import NormalizerConfig, canonicalize
 
 RATE_LIMIT_STATUSES = (429, 503)

@@ -1,10 +1,8 @@
-"""URL status, failure reasons, and the JSON messages on squall's topics.
+"""The JSON messages on squall's topics: status, fetch and signals.
 
-One enum for the status of a URL (StormCrawler's ``Status``), one enum for the
-reason a URL ended where it did (instead of free-text ``error.cause``), and the
-message shapes of the status, fetch and signals topics. Messages are JSON
-objects encoded as UTF-8; keys of every topic are the URL's partition key
-(see :mod:`squall.policy.partition`) as UTF-8 bytes.
+Their statuses and reasons are :mod:`squall.policy.reasons`' enums. Messages
+are JSON objects encoded as UTF-8; keys of every topic are the URL's
+partition key (see :mod:`squall.policy.partition`) as UTF-8 bytes.
 """
 
 from __future__ import annotations
@@ -12,166 +10,22 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Any
 
 from squall.errors import MessageError
-
-
-class Status(str, Enum):
-    """Status of a URL in the frontier (StormCrawler's com.digitalpebble.stormcrawler.persistence.Status)."""
-
-    DISCOVERED = "DISCOVERED"
-    FETCHED = "FETCHED"
-    REDIRECTION = "REDIRECTION"
-    FETCH_ERROR = "FETCH_ERROR"
-    ERROR = "ERROR"
-
-    @property
-    def final(self) -> bool:
-        """True for a status that ends a URL unless a revisit is scheduled."""
-        return self in (Status.FETCHED, Status.REDIRECTION, Status.ERROR)
-
-
-class ReasonCategory(str, Enum):
-    """The family of a :class:`Reason`: what kind of cause it names (``Reason.category``)."""
-
-    INPUT = "input"  # a message that could not be decoded
-    URL = "url"  # a URL that cannot be crawled: refused before any request
-    SCOPE = "scope"  # outside the crawl's scope: a policy rejection
-    TRAP = "trap"  # a crawler-trap guard: a policy rejection
-    ROBOTS = "robots"  # robots.txt and Crawl-delay (RFC 9309, StormCrawler's CrawlDelayPolicy)
-    REDIRECT = "redirect"  # a redirect that is not followed
-    HTTP = "http"  # the host answered with an HTTP error
-    TRANSPORT = "transport"  # no usable answer: timeout, DNS, connection, protocol, SSRF guard
-    NOT_ATTEMPTED = "not_attempted"  # handed back to the frontier without a request
-    SITEMAP = "sitemap"  # a sitemap, or one of its entries, that is not used
-
-
-class Reason(StrEnum):
-    """Why a URL was rejected, failed, waits or ended in ERROR (one code per cause).
-
-    The value (``"robots.denied"``) is what travels in messages and tables;
-    :attr:`category` says which family it belongs to (an explicit table, never
-    read from the value's prefix). Unknown values are bad input:
-    :meth:`parse` raises :class:`MessageError`. A ``StrEnum``: ``str()`` and
-    f-strings give the value, as the plain strings did before (``squall url``
-    prints ``invalid: url.host``, an exception's message starts with it).
-    """
-
-    category: ReasonCategory
-
-    def __new__(cls, value: str, category: ReasonCategory) -> Reason:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.category = category
-        return member
-
-    # malformed input
-    MESSAGE_INVALID = "message.invalid", ReasonCategory.INPUT
-    URL_MALFORMED = "url.malformed", ReasonCategory.URL
-    URL_SCHEME = "url.scheme", ReasonCategory.URL
-    URL_HOST = "url.host", ReasonCategory.URL
-    URL_USERINFO = "url.userinfo", ReasonCategory.URL
-    URL_TOO_LONG = "url.too_long", ReasonCategory.URL
-    # scope and trap guards (canonical URLs, scope, known URLs, redirect loops) — policy rejections, never fetch failures
-    SCOPE_HOST = "scope.host", ReasonCategory.SCOPE
-    SCOPE_REGEX = "scope.regex", ReasonCategory.SCOPE
-    TRAP_DEPTH = "trap.depth", ReasonCategory.TRAP
-    TRAP_HOST_CAP = "trap.host_cap", ReasonCategory.TRAP
-    TRAP_QUERY_PARAMS = "trap.query_params", ReasonCategory.TRAP
-    TRAP_REPEATED_SEGMENTS = "trap.repeated_segments", ReasonCategory.TRAP
-    TRAP_REPEATED_RUN = "trap.repeated_run", ReasonCategory.TRAP
-    TRAP_HOST_SEGMENT = "trap.host_segment", ReasonCategory.TRAP
-    TRAP_REPEATED_QUERY_PARAM = "trap.repeated_query_param", ReasonCategory.TRAP
-    # robots.txt (RFC 9309) and Crawl-delay (StormCrawler's CrawlDelayPolicy)
-    ROBOTS_DENIED = "robots.denied", ReasonCategory.ROBOTS  # disallowed by the rules (ERROR); only that
-    # robots.txt unreachable (5xx, 429, timeout, ...): complete disallow, so the URL is not attempted and
-    # waits for the robots retry (DISCOVERED, RFC 9309 §2.3.1.4); never "denied"
-    ROBOTS_UNAVAILABLE = "robots.unavailable", ReasonCategory.ROBOTS
-    CRAWL_DELAY_TOO_LONG = "crawl_delay.too_long", ReasonCategory.ROBOTS
-    # redirects
-    REDIRECT_LOOP = "redirect.loop", ReasonCategory.REDIRECT
-    REDIRECT_TOO_MANY = "redirect.too_many", ReasonCategory.REDIRECT
-    # HTTP answers
-    HTTP_NOT_FOUND = "http.not_found", ReasonCategory.HTTP
-    HTTP_CLIENT_ERROR = "http.client_error", ReasonCategory.HTTP
-    HTTP_SERVER_ERROR = "http.server_error", ReasonCategory.HTTP
-    HTTP_RATE_LIMITED = "http.rate_limited", ReasonCategory.HTTP
-    # max.rate.limits consecutive 429/503 answers
-    HTTP_RATE_LIMITED_TOO_MANY = "http.rate_limited.too_many", ReasonCategory.HTTP
-    # transport failures (transient: FETCH_ERROR, retried up to max.fetch.errors)
-    FETCH_TIMEOUT = "fetch.timeout", ReasonCategory.TRANSPORT
-    FETCH_DNS = "fetch.dns", ReasonCategory.TRANSPORT
-    FETCH_CONNECTION = "fetch.connection", ReasonCategory.TRANSPORT
-    FETCH_PROTOCOL = "fetch.protocol", ReasonCategory.TRANSPORT
-    FETCH_BLOCKED_ADDRESS = "fetch.blocked_address", ReasonCategory.TRANSPORT
-    FETCH_TOO_MANY_ERRORS = "fetch.too_many_errors", ReasonCategory.TRANSPORT
-    # not attempted: handed back to the frontier (its host is blocked longer than the hand-out lead)
-    FETCH_DEFERRED = "fetch.deferred", ReasonCategory.NOT_ATTEMPTED
-    # not attempted: byIP, the host resolves to another address now; the URL moves to that queue
-    FETCH_ADDRESS_CHANGED = "fetch.address_changed", ReasonCategory.NOT_ATTEMPTED
-    # sitemaps (squall.policy.sitemaps): fetched, but not a usable sitemap
-    SITEMAP_MALFORMED = "sitemap.malformed", ReasonCategory.SITEMAP
-    SITEMAP_WRONG_TYPE = "sitemap.wrong_type", ReasonCategory.SITEMAP
-    SITEMAP_TOO_BIG = "sitemap.too_big", ReasonCategory.SITEMAP
-    # entries of a sitemap that do not enter (counted in parse.sitemap.dropped, shown by squall sitemap check)
-    SITEMAP_DUPLICATE = "sitemap.duplicate", ReasonCategory.SITEMAP
-    SITEMAP_TOO_OLD = "sitemap.too_old", ReasonCategory.SITEMAP
-    SITEMAP_TOO_DEEP = "sitemap.too_deep", ReasonCategory.SITEMAP
-
-    @property
-    def is_robots(self) -> bool:
-        """True for the robots.txt / Crawl-delay reasons (denied, unavailable, Crawl-delay too long)."""
-        return self.category is ReasonCategory.ROBOTS
-
-    @property
-    def is_url(self) -> bool:
-        """True for ``url.*``: the URL itself cannot be crawled (refused before any connection)."""
-        return self.category is ReasonCategory.URL
-
-    @property
-    def not_attempted(self) -> bool:
-        """True for a reason that hands a URL back without a request, to wait (a DISCOVERED result).
-
-        ``robots.unavailable`` (robots.txt unreachable, RFC 9309 §2.3.1.4),
-        ``fetch.deferred`` (host blocked beyond the hand-out lead) and
-        ``fetch.address_changed`` (byIP: the host moved to another address).
-        """
-        return self in _NOT_ATTEMPTED
-
-    @classmethod
-    def of(cls, value: object) -> Reason:
-        """The member whose value is ``value`` (what ``Reason(value)`` does, typed for the checker).
-
-        Raises:
-            ValueError: ``value`` is not the value of a member.
-        """
-        if isinstance(value, Reason):
-            return value
-        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
-        if not isinstance(member, Reason):
-            raise ValueError(f"unknown reason {value!r}")
-        return member
-
-    @classmethod
-    def parse(cls, value: object) -> Reason:
-        """The member whose value is ``value``, for decoding a message.
-
-        Raises:
-            MessageError: ``value`` is not the value of a member (bad input).
-        """
-        try:
-            return cls.of(value)
-        except ValueError:
-            raise MessageError(f"unknown reason {value!r}") from None
-
-
-_NOT_ATTEMPTED = frozenset({Reason.ROBOTS_UNAVAILABLE, Reason.FETCH_DEFERRED, Reason.FETCH_ADDRESS_CHANGED})
-
-
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.value if isinstance(v, Enum) else v) for k, v in d.items() if v is not None}
+from squall.policy.codec import (
+    Field,
+    boolean,
+    clean,
+    decode_fields,
+    decode_object,
+    finite_float,
+    metadata,
+    same,
+    str_list,
+)
+from squall.policy.reasons import Reason, Status
 
 
 @dataclass(frozen=True)
@@ -279,47 +133,15 @@ class StatusMessage:
                 message that is not a result (or a ``discovered`` that is not
                 a plain DISCOVERED message).
         """
-        return cls._from_dict(_decode_object(raw))
+        return cls._from_dict(decode_object(raw))
 
     @classmethod
     def _from_dict(cls, obj: dict[str, Any]) -> StatusMessage:
         url = obj.get("url")
         if not isinstance(url, str) or not url:
             raise MessageError("status message needs a non-empty string 'url'")
-        try:
-            status = Status(obj.get("status", "DISCOVERED"))
-        except ValueError:
-            raise MessageError(f"unknown status {obj.get('status')!r}") from None
-        metadata = _metadata(obj.get("metadata", {}))
-        kwargs: dict[str, Any] = {}
-        for name, typ in (
-            ("depth", int),
-            ("http_status", int),
-            ("redirect_to", str),
-            ("fetched_at_s", (int, float)),
-            ("seed", bool),
-            ("retry_after_s", (int, float)),
-            ("etag", str),
-            ("last_modified", str),
-            ("priority", int),
-            ("not_modified", bool),
-            ("truncated", bool),
-            ("payload_digest", str),
-            ("archived_at_s", (int, float)),
-            ("chain", list),
-            ("moved", dict),
-        ):
-            if name in obj and obj[name] is not None:
-                value = obj[name]
-                if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
-                    raise MessageError(f"field {name!r} has the wrong type: {value!r}")
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise MessageError(f"field {name!r} must be a finite number: {value!r}")
-                if name == "chain" and not all(isinstance(u, str) for u in value):  # type: ignore[union-attr]
-                    raise MessageError("field 'chain' must be a list of strings")
-                kwargs[name] = value
-        if obj.get("reason") is not None:
-            kwargs["reason"] = Reason.parse(obj["reason"])
+        kwargs = decode_fields(obj, _STATUS_DECODE, "status")
+        status = kwargs.get("status", Status.DISCOVERED)
         if (
             status is Status.DISCOVERED
             and kwargs.get("fetched_at_s") is not None
@@ -362,7 +184,7 @@ class StatusMessage:
             if batch.fetched_at_s is not None or batch.status is not Status.DISCOVERED or batch.discovered is not None:
                 raise MessageError("'discovered' must be a DISCOVERED message without fetched_at_s")
             kwargs["discovered"] = batch
-        return cls(url=url, status=status, metadata=metadata, **kwargs)
+        return cls(**kwargs)
 
     def urls(self) -> list[str]:
         """``url`` then ``more_urls``: every URL this message is about."""
@@ -398,30 +220,17 @@ class FetchMessage:
     archived_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(_clean(asdict(self)), separators=(",", ":")).encode()
+        return json.dumps(clean(asdict(self)), separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> FetchMessage:
-        obj = _decode_object(raw)
-        try:
-            msg = cls(
-                url=str(obj["url"]),
-                key=str(obj["key"]),
-                depth=int(obj.get("depth", 0)),
-                metadata=_metadata(obj.get("metadata", {})),
-                attempt=int(obj.get("attempt", 0)),
-                handed_out_at_s=float(obj.get("handed_out_at_s", 0.0)),
-                etag=obj.get("etag"),
-                last_modified=obj.get("last_modified"),
-                chain=_str_list(obj.get("chain", []), "chain"),
-                payload_digest=None if obj.get("payload_digest") is None else str(obj["payload_digest"]),
-                archived_at_s=None if obj.get("archived_at_s") is None else float(obj["archived_at_s"]),
-            )
-            # a non-finite time (NaN, inf) would poison the due index and the pace model
-            _finite(msg.handed_out_at_s, "handed_out_at_s")
-            return msg
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise MessageError(f"bad fetch message: {exc}") from None
+        """Decode one fetch message.
+
+        Raises:
+            MessageError: not a JSON object, ``url`` or ``key`` missing, a
+                field that does not convert, or a non-finite hand-out time.
+        """
+        return cls(**decode_fields(decode_object(raw), _FETCH_DECODE, "fetch"))
 
 
 class SignalKind(str, Enum):
@@ -466,7 +275,7 @@ class SignalMessage:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this signal (None fields left out)."""
-        return _clean(asdict(self))
+        return clean(asdict(self))
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
@@ -478,7 +287,7 @@ class SignalMessage:
         Raises:
             MessageError: not a JSON object, or see :meth:`from_dict`.
         """
-        return cls.from_dict(_decode_object(raw))
+        return cls.from_dict(decode_object(raw))
 
     @classmethod
     def from_dict(cls, obj: Any) -> SignalMessage:
@@ -490,70 +299,89 @@ class SignalMessage:
         """
         if not isinstance(obj, dict):
             raise MessageError("a signal must be a JSON object")
-        try:
-
-            def opt(name: str, kind: type) -> Any:
-                value = obj.get(name)
-                return None if value is None else kind(value)
-
-            requested = obj.get("requested", True)
-            if not isinstance(requested, bool):
-                raise TypeError(f"requested must be a boolean, got {requested!r}")
-            msg = cls(
-                key=str(obj["key"]),
-                url=str(obj["url"]),
-                fetch_id=str(obj["fetch_id"]),
-                kind=SignalKind(obj["kind"]),
-                at_s=float(obj["at_s"]),
-                requested=requested,
-                delay_s=float(obj.get("delay_s", 0.0)),
-                crawl_delay_s=opt("crawl_delay_s", float),
-                retry_until_s=opt("retry_until_s", float),
-                robots_crawl_delay_s=opt("robots_crawl_delay_s", int),
-                handed_out_at_s=opt("handed_out_at_s", float),
-            )
-            for name in ("at_s", "delay_s", "crawl_delay_s", "retry_until_s", "handed_out_at_s"):
-                _finite(getattr(msg, name), name)
-            return msg
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise MessageError(f"bad signal message: {exc}") from None
+        return cls(**decode_fields(obj, _SIGNAL_DECODE, "signal"))
 
 
-def _str_list(value: Any, name: str) -> list[str]:
-    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
-    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
-        raise ValueError(f"{name} must be a list of strings")
-    return list(value)
+# ---------------------------------------------------------------- the one decode path of every message
+#
+# A message is a JSON object; each topic's fields are read by one table of :class:`Field` and
+# :func:`decode_fields`. What each reader accepts is the topic's: status messages check types
+# strictly (a client writes them), fetch and signal messages convert (squall writes them).
 
 
-def _finite(value: float | None, name: str) -> None:
-    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+def _typed(name: str, typ: type | tuple[type, ...]) -> Field:
+    """A status-message field of JSON type ``typ`` (no conversion; a boolean is no number; numbers finite)."""
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
+            raise MessageError(f"field {name!r} has the wrong type: {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MessageError(f"field {name!r} must be a finite number: {value!r}")
+        if name == "chain" and not all(isinstance(u, str) for u in value):  # type: ignore[attr-defined]
+            raise MessageError("field 'chain' must be a list of strings")
+        return value
+
+    return Field(name, read, null_is_absent=True)
 
 
-def _decode_object(raw: bytes) -> dict[str, Any]:
+def _status(value: Any) -> Status:
     try:
-        obj = json.loads(raw)
-    except (ValueError, TypeError) as exc:
-        raise MessageError(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise MessageError("not JSON: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise MessageError("expected a JSON object")
-    return obj
+        return Status(value)
+    except ValueError:
+        raise MessageError(f"unknown status {value!r}") from None
 
 
-def _metadata(value: Any) -> dict[str, list[str]]:
-    """Normalize metadata to key → list of strings (a single string becomes a one-item list)."""
-    if not isinstance(value, dict):
-        raise MessageError("'metadata' must be an object")
-    out: dict[str, list[str]] = {}
-    for k, v in value.items():
-        if isinstance(v, str):
-            out[str(k)] = [v]
-        elif isinstance(v, list) and all(isinstance(x, str) for x in v):
-            out[str(k)] = list(v)
-        else:
-            raise MessageError(f"metadata {k!r} must be a string or a list of strings")
-    return out
+_STATUS_DECODE = (
+    Field("url", same),  # checked before: a non-empty string
+    Field("status", _status),
+    Field("metadata", metadata),
+    *(
+        _typed(name, typ)
+        for name, typ in (
+            ("depth", int),
+            ("http_status", int),
+            ("redirect_to", str),
+            ("fetched_at_s", (int, float)),
+            ("seed", bool),
+            ("retry_after_s", (int, float)),
+            ("etag", str),
+            ("last_modified", str),
+            ("priority", int),
+            ("not_modified", bool),
+            ("truncated", bool),
+            ("payload_digest", str),
+            ("archived_at_s", (int, float)),
+            ("chain", list),
+            ("moved", dict),
+        )
+    ),
+    Field("reason", Reason.parse, null_is_absent=True),
+)
+
+_FETCH_DECODE = (
+    Field("url", str, required=True),
+    Field("key", str, required=True),
+    Field("depth", int),
+    Field("metadata", metadata),
+    Field("attempt", int),
+    Field("handed_out_at_s", finite_float("handed_out_at_s")),
+    Field("etag", same),
+    Field("last_modified", same),
+    Field("chain", lambda value: str_list(value, "chain")),
+    Field("payload_digest", str, null_is_absent=True),
+    Field("archived_at_s", float, null_is_absent=True),
+)
+
+_SIGNAL_DECODE = (
+    Field("key", str, required=True),
+    Field("url", str, required=True),
+    Field("fetch_id", str, required=True),
+    Field("kind", SignalKind, required=True),
+    Field("at_s", finite_float("at_s"), required=True),
+    Field("requested", boolean("requested")),
+    Field("delay_s", finite_float("delay_s")),
+    Field("crawl_delay_s", finite_float("crawl_delay_s"), null_is_absent=True),
+    Field("retry_until_s", finite_float("retry_until_s"), null_is_absent=True),
+    Field("robots_crawl_delay_s", int, null_is_absent=True),
+    Field("handed_out_at_s", finite_float("handed_out_at_s"), null_is_absent=True),
+)

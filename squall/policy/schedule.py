@@ -66,7 +66,7 @@ ERROR               ERROR                the message's          + ``fetchInterva
 ==================  ===================  =====================  ==================================
 
 Adaptive revisits (``scheduler.adaptive.*``, StormCrawler's AdaptiveScheduler,
-:func:`adaptive_interval`): a FETCHED result whose payload digest equals the
+:func:`squall.policy.adaptive.adaptive_interval`): a FETCHED result whose payload digest equals the
 record's, or a 304, multiplies the record's interval by 1 + rate.incr (at most
 the maximum); a new digest moves it towards the minimum; the first one keeps
 the default. The record keeps the interval, the reason and the digest (a 304
@@ -87,7 +87,9 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.adaptive import AdaptiveConfig, IntervalReason, adaptive_interval
+from squall.policy.reasons import Reason, Status
+from squall.policy.records import StatusMessage
 from squall.policy.sitemaps import (
     CHANGEFREQ_KEY,
     LASTMOD_KEY,
@@ -132,60 +134,6 @@ class ScheduleConfig:
             settings.sitemap_changefreq_revisit,
             AdaptiveConfig.from_settings(settings) if settings.scheduler_adaptive_enabled else None,
         )
-
-
-@dataclass(frozen=True)
-class AdaptiveConfig:
-    """StormCrawler's AdaptiveScheduler: interval bounds in SECONDS (its keys are minutes), rates in (0, 1]."""
-
-    min_interval_s: float  # scheduler.adaptive.fetchInterval.min
-    max_interval_s: float  # scheduler.adaptive.fetchInterval.max
-    rate_incr: float  # scheduler.adaptive.fetchInterval.rate.incr
-    rate_decr: float  # scheduler.adaptive.fetchInterval.rate.decr
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AdaptiveConfig:
-        return cls(
-            settings.scheduler_adaptive_fetch_interval_min * 60.0,
-            settings.scheduler_adaptive_fetch_interval_max * 60.0,
-            settings.scheduler_adaptive_fetch_interval_rate_incr,
-            settings.scheduler_adaptive_fetch_interval_rate_decr,
-        )
-
-
-class IntervalReason(Enum):
-    """Why a FETCHED URL's adaptive revisit interval is what it is (``interval_reason`` of its record)."""
-
-    FIRST = "first"  # no earlier digest to compare with: the default interval (or the sitemap changefreq)
-    UNCHANGED = "unchanged"  # the payload digest is the last fetch's: the interval grew
-    NOT_MODIFIED = "not_modified"  # a 304 answer: the interval grew
-    CHANGED = "changed"  # a new payload digest: the interval shrank
-
-
-def adaptive_interval(
-    previous_s: float | None,
-    old_digest: str | None,
-    new_digest: str | None,
-    not_modified: bool,
-    default_s: float,
-    config: AdaptiveConfig,
-) -> tuple[float, IntervalReason]:
-    """The next revisit interval (s) of a FETCHED page and why (StormCrawler's AdaptiveScheduler rules).
-
-    ``previous_s``: the record's interval (None: none yet, ``default_s`` is
-    the starting point). Unchanged digest or 304: × (1 + rate.incr), at most
-    the maximum. Changed: (1 − rate.decr) × interval + rate.decr × minimum —
-    a step towards the minimum that slows as it nears it. No digest to
-    compare (first fetch, or no digest): ``default_s`` kept as the interval.
-    """
-    interval = default_s if previous_s is None else previous_s
-    if not_modified or (old_digest is not None and old_digest == new_digest):
-        grown = min(interval * (1.0 + config.rate_incr), config.max_interval_s)
-        return grown, IntervalReason.NOT_MODIFIED if not_modified else IntervalReason.UNCHANGED
-    if old_digest is None or new_digest is None:
-        return interval, IntervalReason.FIRST
-    shrunk = (1.0 - config.rate_decr) * interval + config.rate_decr * config.min_interval_s
-    return max(shrunk, config.min_interval_s), IntervalReason.CHANGED
 
 
 @dataclass(frozen=True)

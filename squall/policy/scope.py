@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
 from squall.policy.partition import partition_for_key, partition_key
-from squall.policy.records import Reason, StatusMessage
+from squall.policy.reasons import Reason
+from squall.policy.records import StatusMessage
 from squall.policy.traps import TrapConfig, check_url
 from squall.policy.urls import idna_host
 

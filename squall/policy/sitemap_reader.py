@@ -7,7 +7,7 @@ Pure (no I/O, no clock). :func:`read_sitemap` turns a fetched body into a
 XML is read by defusedxml's iterparse (expat without entity expansion or
 external references: a billion-laughs or XXE sitemap is ``sitemap.malformed``,
 never expanded), streaming, so a 50 000-entry file never builds a tree.
-Errors are a :class:`~squall.policy.records.Reason` on the document, never an
+Errors are a :class:`~squall.policy.reasons.Reason` on the document, never an
 exception: ``sitemap.malformed`` (not XML, broken XML, bad gzip, empty),
 ``sitemap.wrong_type`` (an HTML answer, or XML whose root is not
 ``urlset``, ``sitemapindex``, ``rss`` or ``feed``), ``sitemap.too_big`` (the body, or its
@@ -32,7 +32,7 @@ from xml.etree.ElementTree import ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

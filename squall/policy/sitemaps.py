@@ -35,7 +35,8 @@ from urllib.parse import urljoin
 from protego import Protego
 
 from squall.errors import InvalidURL
-from squall.policy.records import Reason, ReasonCategory, Status, StatusMessage
+from squall.policy.reasons import Reason, ReasonCategory, Status
+from squall.policy.records import StatusMessage
 from squall.policy.sitemap_reader import (
     CHANGEFREQ_S,
     SitemapDocument,

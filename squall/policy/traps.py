@@ -2,7 +2,7 @@
 
 Pure functions over a canonical URL's path and query; :func:`squall.policy.scope.check`
 calls :func:`check_path` and :func:`check_query` after the depth limit and
-before the host cap. Each guard has its own :class:`squall.policy.records.Reason`,
+before the host cap. Each guard has its own :class:`squall.policy.reasons.Reason`,
 counted per reason in ``squall status``:
 
 * ``trap.repeated_segments``: one segment repeated back to back more than
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 if TYPE_CHECKING:
     from squall.settings import Settings

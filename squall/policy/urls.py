@@ -54,7 +54,7 @@ from w3lib.url import safe_url_string
 
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 if TYPE_CHECKING:
     from squall.settings import Settings

@@ -125,6 +125,10 @@ class SquallApp(faust.App):
     squall_agent_config: Any = None  # the agents' configuration objects, built on first use (agents.common)
     squall_addresses: Any = None  # the byIP resolutions, created on first use (agents.common.addresses)
     squall_tables: Any = None  # the tables the agents use, the topology's unless a test hands in others
+    squall_worker_state: Any = None  # the due indexes and assignment times, created on first use (agents.worker_state)
+    squall_observed: Any = None  # the metrics, page rate and audit buffer, created on first use (agents.observe)
+    squall_stuck_watch: Any = None  # the stuck-partition watch, created on first use (agents.upkeep)
+    squall_browser: Any = None  # the Chromium found at start and its pool, when render.enabled (agents.render)
     squall_agent_modules: Sequence[str] = ()  # the modules declaring the agents, set by topology/
 
     def worker_init(self) -> None:

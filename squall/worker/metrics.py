@@ -3,8 +3,8 @@
 Declarations and the pure helpers that shape their labels; the worker's
 ``/metrics`` page and the gauges read from the tables at scrape time live
 in :mod:`agents.observe`. Label cardinality is bounded by construction:
-statuses and reasons are enums (:class:`squall.policy.records.Status`,
-:class:`squall.policy.records.Reason`), robots outcomes a fixed set, and per-host
+statuses and reasons are enums (:class:`squall.policy.reasons.Status`,
+:class:`squall.policy.reasons.Reason`), robots outcomes a fixed set, and per-host
 series exist only for the ``metrics.hosts.top`` hosts with the most
 requests — never a label per URL.
 

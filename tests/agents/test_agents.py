@@ -22,7 +22,8 @@ from agents.regulator import regulator
 from agents.spout import spout
 from agents.status_updater import status_updater
 from squall.policy import fetch_decision as fd
-from squall.policy.frontier import DueIndex, HostRecord
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded
 from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalKind, SignalMessage
@@ -80,7 +81,9 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
             record.by_topic.setdefault(_name, []).append((key, decoded, partition))
 
         monkeypatch.setattr(topic, "send", _async(send))
-    monkeypatch.setattr(agent_runtime.state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
+    held = agent_runtime.WorkerState()  # handed in: this test's due indexes and assignment times
+    held.indexes = {p: DueIndex() for p in range(PARTITIONS)}
+    monkeypatch.setattr(topology.app, "squall_worker_state", held)
     for table in (topology.urls_table, topology.hosts_table, topology.robots_table):
         table.data.clear()  # the memory store outlives a test: start each one empty
     yield record
@@ -102,7 +105,7 @@ async def test_the_status_updater_stores_a_seed_as_a_due_record(sent: Sent) -> N
     record = UrlRecord.from_dict(topology.urls_table[b"https://example.com/a"])
     assert (record.key, record.status.value, record.priority) == (HOST, "DISCOVERED", 1)
     assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).seeded
-    assert agent_runtime.state.indexes[P].next_due_s() is not None
+    assert agent_runtime.state().indexes[P].next_due_s() is not None
 
 
 async def test_the_status_updater_routes_a_message_from_another_partitioner_to_its_owner(sent: Sent) -> None:
@@ -142,7 +145,7 @@ async def test_the_spout_hands_out_a_due_url_and_records_it_in_flight(sent: Sent
     url = "https://example.com/d"
     # set up through the store: a table write needs a current event (Faust)
     topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 1).to_dict()
-    agent_runtime.state.indexes[P].push(HOST, url, now - 1)
+    agent_runtime.state().indexes[P].push(HOST, url, now - 1)
     async with spout.test_context() as agent:
         await agent.put(key=b"tick", value=b"", partition=P)
     [(key, value, _p)] = sent.of(topology.fetch_topic)
@@ -161,8 +164,8 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
         topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 20).to_dict()
     host = HostRecord(key=HOST, delay_s=0.2).with_handout([lost, received], since - 5).with_handout([mine], since + 1)
     topology.hosts_table.data[HOST.encode()] = host.to_dict()
-    monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: since})
-    agent_runtime.state.stranded = {P: {HOST: since + 5}}
+    agent_runtime.state().assigned_at = {P: since}
+    agent_runtime.state().stranded = {P: {HOST: since + 5}}
     runtime = _fresh_runtime(monkeypatch)
     monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
     async with spout.test_context() as agent:
@@ -172,7 +175,7 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     record = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
     assert record.in_flight == {received: since - 5, mine: since + 1, lost: handed[0].handed_out_at_s}
     assert record.next_fetch_at_s >= since + 0.2  # the take-over rule is in the durable pace
-    assert agent_runtime.state.stranded == {P: {}}
+    assert agent_runtime.state().stranded == {P: {}}
 
 
 async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:
@@ -184,8 +187,8 @@ async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_sign
     for url, last in ((reported, now - 2.5), (awaited, now - 2.0)):  # `awaited`: its result is not in yet
         record = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 1, last_fetch_at_s=last)
         topology.urls_table.data[url.encode()] = record.to_dict()
-    await agent_runtime.state.rebuild({P})
-    index = agent_runtime.state.indexes[P]
+    await agent_runtime.state().rebuild({P})
+    index = agent_runtime.state().indexes[P]
     assert len(index) == 1
     index.set_host_ready(HOST, now)  # its places are taken by `awaited` until the signals come
     assert index.pop_due(now + 10, per_host=10) == [(HOST, [reported])]
@@ -226,7 +229,7 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     theirs, mine = "https://example.com/theirs", "https://example.com/mine"
     host = HostRecord(key=HOST, delay_s=0.3).with_handout([theirs], now - 2).with_handout([mine], now - 0.5)
     topology.hosts_table.data[HOST.encode()] = host.to_dict()
-    monkeypatch.setattr(agent_runtime.state, "assigned_at", {P: now - 1})
+    agent_runtime.state().assigned_at = {P: now - 1}
     runtime.free_slots = 0  # the turn waits in the queue, as behind a delay
     waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
     await asyncio.sleep(0.05)
@@ -297,7 +300,8 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
 
     from agents import fetcher
     from squall.policy.pace import FetchEnded, PaceState
-    from squall.policy.records import Status, StatusMessage
+    from squall.policy.records import StatusMessage
+    from squall.policy.reasons import Status
 
     order: list[tuple[str, dict]] = []
     delivered: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -352,7 +356,7 @@ async def test_a_result_with_its_signal_frees_the_place_and_hands_out_the_hosts_
     topology.hosts_table.data[HOST.encode()] = host.to_dict()
     for url in (done_url, nxt):
         topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
-    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    agent_runtime.state().indexes[P].push(HOST, nxt, now - 5)
     signal = SignalMessage(
         key=HOST, url=done_url, fetch_id="f1", kind=SignalKind.SUCCESS, at_s=now, delay_s=1.0, handed_out_at_s=now - 2
     )
@@ -435,7 +439,7 @@ async def test_a_result_of_a_host_blocked_by_retry_after_hands_out_nothing_until
     topology.hosts_table.data[HOST.encode()] = HostRecord(key=HOST).with_handout([done_url], now - 2).to_dict()
     for url in (done_url, nxt):
         topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 5).to_dict()
-    agent_runtime.state.indexes[P].push(HOST, nxt, now - 5)
+    agent_runtime.state().indexes[P].push(HOST, nxt, now - 5)
     signal = SignalMessage(
         key=HOST,
         url=done_url,
@@ -459,7 +463,7 @@ async def test_a_result_of_a_host_blocked_by_retry_after_hands_out_nothing_until
         await agent.put(key=HOST.encode(), value=result, partition=P)
     host = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
     assert sent.of(topology.fetch_topic) == [] and host.in_flight == {} and host.blocked_until_s == now + 60
-    assert agent_runtime.state.indexes[P].next_due_s() == pytest.approx(
+    assert agent_runtime.state().indexes[P].next_due_s() == pytest.approx(
         now + 60 - topology.settings["frontier.handout.lead.secs"]
     )
 
@@ -549,9 +553,9 @@ async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_
         assert isinstance(await asyncio.wait_for(third, 2.0), Turn)
     finally:
         dispatch.cancel()
-    from agents.observe import metrics
+    from agents.observe import observed
 
-    assert metrics.fenced_seconds._value.get() >= 0.4
+    assert observed().metrics.fenced_seconds._value.get() >= 0.4
 
 
 def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:

@@ -25,7 +25,8 @@ from squall.errors import FetchError
 from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
-from squall.policy.records import FetchMessage, Reason
+from squall.policy.records import FetchMessage
+from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
 
 from .test_agents import PARTITIONS, Sent, sent  # noqa: F401 (fixture)

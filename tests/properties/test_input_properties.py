@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from squall.policy.backoff import parse_retry_after
 from squall.errors import InvalidURL, MessageError
 from squall.policy.parse import parse_html
-from squall.policy.records import FetchMessage, Reason, SignalMessage, StatusMessage
+from squall.policy.records import FetchMessage, SignalMessage, StatusMessage
+from squall.policy.reasons import Reason
 from squall.settings import load_settings
 from squall.policy.robots_rules import RobotsConfig, RobotsRules, parse_robots
 from squall.policy.robots_status import cache_ttl_s

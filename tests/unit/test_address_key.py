@@ -7,7 +7,7 @@ import pytest
 from squall.policy.address_key import (AddressCache, AddressConfig, Connect, Fail, Move, Resolution, fetch_route,
                                 key_address, provisional_key, status_key)
 from squall.errors import ConfigError
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from tests.unit.settings_helper import from_settings
 
 TTL_S = 300.0

@@ -6,7 +6,8 @@ import pytest
 
 from squall.policy.admission import news_for_known, nothing_if_known, seeded, with_refusals
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 
 
 def test_a_seed_puts_its_host_in_scope_once() -> None:

@@ -1,5 +1,5 @@
 """The agents layer reads like a house a newcomer can move into: modules that import alone, no agent
-reaching into another, no new module-level state, and short modules and functions.
+reaching into another, no module-level state, and short modules and functions.
 
 Definitions (checked on the source with :mod:`ast`, no import needed):
 
@@ -8,7 +8,8 @@ Definitions (checked on the source with :mod:`ast`, no import needed):
   signal receiver ``@app.on_<signal>.connect``. Every other module of ``agents/`` is a **helper**;
 * **module-level state** is a name bound at the top level of a module (also inside a top-level
   ``if``/``try``) to a dict, list or set display or comprehension, or to a call (an instance),
-  except a logger (``logging.getLogger``), a type alias and the constants listed in ``STILL_HELD``.
+  except a logger (``logging.getLogger``). Such an object lives on the app instead, created on first use
+  (``app.squall_fetch_runtime``, ``app.squall_worker_state``, … behind an accessor).
 """
 
 from __future__ import annotations
@@ -28,18 +29,6 @@ REGISTERS = {"agent", "timer", "page", "task", "crontab"}
 MAX_FETCHER_LINES = 300
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 40
-
-# Module-level objects still created at import, each to move onto an object created when the worker
-# starts (as the fetch runtime was, squall.worker.fetch_runtime). The list may only shrink.
-STILL_HELD = {
-    ("common", "CANONICAL"),
-    ("observe", "metrics"),
-    ("observe", "pages"),
-    ("observe", "audits"),
-    ("worker_state", "state"),
-    ("upkeep", "STUCK"),
-    ("render", "CHROMIUM"),  # the browser found at start (render.enabled); a missing one stops the worker
-}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -162,14 +151,14 @@ def test_the_checker_sees_an_agent_module_and_its_imports() -> None:
     assert not _is_agent_module(ast.parse("def helper(): ...\n"))
 
 
-def test_no_new_module_level_state_in_agents() -> None:
+def test_no_module_level_state_in_agents() -> None:
     held = {
         (name.removeprefix("agents."), bound)
         for name, tree in _trees().items()
         for bound, value in _top_level_bindings(tree)
         if _is_state(value)
     }
-    assert held <= STILL_HELD, f"module-level state (put it on an object made at worker start): {held - STILL_HELD}"
+    assert held == set(), f"module-level state (put it on an object the app holds, made on first use): {held}"
 
 
 def test_the_state_checker_tells_state_from_constants() -> None:
@@ -185,14 +174,29 @@ def test_the_fetcher_agent_is_at_most_300_lines() -> None:
     assert lines <= MAX_FETCHER_LINES, f"agents/fetcher.py has {lines} lines"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [*AGENTS, *sorted((ROOT / "topology").glob("*.py")), *sorted((ROOT / "squall" / "worker").glob("*.py"))],
-    ids=lambda p: str(p.relative_to(ROOT)),
+GENERATED = {ROOT / "squall" / "settings" / "fields.py"}  # written by scripts/gen_settings_fields.py
+# Modules still over MAX_MODULE_LINES, each to split by concept; the list may only shrink.
+STILL_LONG = {
+    ROOT / "squall" / "cli" / "status.py",
+    ROOT / "squall" / "tools" / "demo.py",
+    ROOT / "squall" / "tools" / "kafka_local.py",
+}
+MODULES = sorted(
+    p
+    for p in [*AGENTS, *(ROOT / "topology").glob("*.py"), *(ROOT / "squall").rglob("*.py")]
+    if p not in GENERATED | STILL_LONG
 )
+
+
+def test_every_module_still_listed_as_long_is_long() -> None:
+    short = [str(p.relative_to(ROOT)) for p in STILL_LONG if len(p.read_text(encoding="utf-8").splitlines()) <= MAX_MODULE_LINES]
+    assert short == [], f"now at most {MAX_MODULE_LINES} lines: drop them from STILL_LONG"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_over_450_lines_and_no_agent_function_over_40(path: pathlib.Path) -> None:
     source = path.read_text(encoding="utf-8")
-    assert len(source.splitlines()) <= MAX_MODULE_LINES
+    assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)}: split it by concept"
     if path.parent.name != "agents":
         return
     long = [

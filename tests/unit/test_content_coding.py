@@ -10,7 +10,7 @@ import pytest
 
 from squall.net.content_coding import ACCEPT_ENCODING, STEP, codings, decodable, decoder_for
 from squall.errors import FetchError
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 try:
     from compression import zstd   # type: ignore[import-not-found]

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from squall.errors import BlockedAddress, FetchError, InvalidURL
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CARRIERS = ("InvalidURL", "FetchError", "BlockedAddress")

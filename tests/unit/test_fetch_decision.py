@@ -26,7 +26,8 @@ from squall.policy.fetch_decision import (
 )
 from squall.policy.outcome import Outcome
 from squall.policy.pace import PaceConfig, PaceState, after_fetch
-from squall.policy.records import FetchMessage, Reason, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage
+from squall.policy.reasons import Reason, Status
 from squall.policy.robots_rules import RobotsConfig, RobotsKind
 from squall.policy.robots_status import RobotsEntry, RobotsFetchOutcome, decide
 from squall.settings import load_settings

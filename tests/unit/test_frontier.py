@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from squall.policy.frontier import INF, DueIndex, DueIndexSizes, HostRecord
-from squall.policy.records import Reason
+from squall.policy.due_index import DueIndex, DueIndexSizes
+from squall.policy.frontier import INF, HostRecord
+from squall.policy.reasons import Reason
 
 NOW = 1_714_564_800.0  # the fake clock
 TIMEOUT = 600.0        # frontier.inflight.timeout.secs in these tests
@@ -29,7 +30,7 @@ TIMEOUT = 600.0        # frontier.inflight.timeout.secs in these tests
 )
 def test_an_idle_host_is_eligible_at_the_later_of_its_next_fetch_and_its_block(next_fetch_at_s, blocked_until_s,
                                                                               expected):
-    host = HostRecord(key="h", next_fetch_at_s=next_fetch_at_s, blocked_until_s=blocked_until_s)
+    host = HostRecord(key="h", next_fetch_at_s=next_fetch_at_s, backoff={"attempts": 0, "blocked_until_s": blocked_until_s})
     assert host.eligible_at_s(TIMEOUT, NOW) == expected
 
 
@@ -41,7 +42,7 @@ def test_a_url_in_flight_holds_the_host_until_its_timeout():
 
 
 def test_a_url_in_flight_longer_than_the_timeout_no_longer_holds_the_host():
-    host = HostRecord(key="h", next_fetch_at_s=NOW + 1, blocked_until_s=NOW + 2).with_handout(["u"], NOW)
+    host = HostRecord(key="h", next_fetch_at_s=NOW + 1, backoff={"attempts": 0, "blocked_until_s": NOW + 2}).with_handout(["u"], NOW)
     assert host.eligible_at_s(TIMEOUT, NOW + TIMEOUT) == NOW + 2
     assert host.eligible_at_s(TIMEOUT, NOW + 10 * TIMEOUT) == NOW + 2
 
@@ -55,7 +56,7 @@ def test_with_two_urls_in_flight_the_host_is_held_until_the_later_one_times_out(
 
 def test_a_host_in_flight_is_never_eligible_before_its_block_ends():
     # a late result of an earlier URL blocked the host (Retry-After) while another URL is in flight
-    host = HostRecord(key="h", blocked_until_s=NOW + 3600).with_handout(["b"], NOW)
+    host = HostRecord(key="h", backoff={"attempts": 0, "blocked_until_s": NOW + 3600}).with_handout(["b"], NOW)
     eligible = host.eligible_at_s(TIMEOUT, NOW + 10)
     assert eligible >= NOW + 3600
     assert host.eligible_at_s(TIMEOUT, eligible) <= eligible
@@ -80,7 +81,7 @@ def test_a_hand_out_records_each_url_at_its_time_in_a_new_record():
 
 
 def test_a_host_record_survives_a_json_round_trip():
-    host = HostRecord(key="example.com", seeded=True, next_fetch_at_s=NOW + 1.5, blocked_until_s=NOW + 9,
+    host = HostRecord(key="example.com", seeded=True, next_fetch_at_s=NOW + 1.5,
                       in_flight={"https://example.com/a": NOW}, url_count=12, rejected={"trap.depth": 3},
                       seen_fetch_ids=["f1", "f2"], crawl_delay={"delay_s": 5, "max_observed_s": 5,
                                                                 "max_observed_at_s": NOW, "last_signal_id": "f1"},
@@ -416,3 +417,13 @@ def test_a_random_walk_loses_nothing_duplicates_nothing_and_never_hands_out_earl
             ready_at[key] = now
     assert len(handed) == len(set(handed)) == pushed_lifetimes
     assert len(index) == 0 and index.next_due_s() is None
+
+
+def test_a_host_record_keeps_its_block_once_and_reads_the_old_shape():
+    backoff = {"attempts": 2, "blocked_until_s": NOW + 30, "backing_off_since_s": NOW - 5}
+    host = HostRecord(key="h", backoff=backoff)
+    assert host.blocked_until_s == NOW + 30 and host.to_dict()["blocked_until_s"] == NOW + 30  # written as before
+    old = {"key": "h", "next_fetch_at_s": NOW + 1, "blocked_until_s": NOW + 30, "delay_s": 1.0, "backoff": backoff}
+    assert HostRecord.from_dict(old) == HostRecord(key="h", next_fetch_at_s=NOW + 1, delay_s=1.0, backoff=backoff)
+    assert HostRecord.from_dict(old).blocked_until_s == NOW + 30
+    assert HostRecord(key="h").blocked_until_s == 0.0

@@ -35,14 +35,14 @@ def test_a_host_with_every_place_taken_gets_nothing() -> None:
 def test_a_blocked_host_gets_urls_only_if_it_is_eligible_by_the_time_asked(
     blocked_for_s: float, by_s: float, gets: bool
 ) -> None:
-    host = HostRecord(key="example.com", delay_s=1.0, blocked_until_s=NOW + blocked_for_s)
+    host = HostRecord(key="example.com", delay_s=1.0, backoff={"attempts": 0, "blocked_until_s": NOW + blocked_for_s})
     assert bool(choose(host, records(NOW - 1), NOW, by_s, CONFIG)) is gets
 
 
 def test_a_backlogged_host_gets_its_next_url_in_the_same_event_only_within_one_delay() -> None:
     free = HostRecord(key="example.com", delay_s=2.0)
     assert next_soon(free, NOW, CONFIG)
-    blocked = HostRecord(key="example.com", delay_s=2.0, blocked_until_s=NOW + 30)
+    blocked = HostRecord(key="example.com", delay_s=2.0, backoff={"attempts": 0, "blocked_until_s": NOW + 30})
     assert not next_soon(blocked, NOW, CONFIG)
     assert eligible_at_s(blocked, NOW, CONFIG) > NOW + 2.0
 

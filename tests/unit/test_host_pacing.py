@@ -98,7 +98,7 @@ def test_with_two_places_a_second_url_may_leave_while_the_first_is_out():
 
 
 def test_a_block_holds_hand_outs_until_the_lead_before_it_ends():
-    h = host(blocked_until_s=NOW + 3600)
+    h = host(backoff={"attempts": 0, "blocked_until_s": NOW + 3600})
     assert h.eligible_at_s(600.0, NOW, ahead=2, lead_s=5.0) == NOW + 3595.0
 
 

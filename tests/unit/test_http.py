@@ -25,7 +25,7 @@ from aiohttp import web
 from squall.errors import BlockedAddress, ConfigError, FetchError
 from squall.net.http import ACCEPT_ENCODING, HAS_BROTLI, FetchResult, HttpConfig, HttpFetcher, PolicyResolver
 from squall.policy.netsafety import NetworkPolicy
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.settings import DEFAULTS_FILE, Settings, load_settings
 from tests.unit.settings_helper import from_settings
 

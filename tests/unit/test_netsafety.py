@@ -8,7 +8,7 @@ import pytest
 
 from squall.errors import ConfigError
 from squall.policy.netsafety import NetworkPolicy, check_address
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from tests.unit.settings_helper import from_settings
 
 BLOCKED = Reason.FETCH_BLOCKED_ADDRESS

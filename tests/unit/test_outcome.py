@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from squall.policy.outcome import Outcome, classify_failure, classify_http
-from squall.policy.records import Reason, ReasonCategory, SignalKind, Status
+from squall.policy.records import SignalKind
+from squall.policy.reasons import Reason, ReasonCategory, Status
 from squall.settings import load_settings
 from squall.policy.urls import NormalizerConfig
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from squall.errors import MessageError
-from squall.policy.records import FetchMessage, Reason, ReasonCategory, SignalKind, SignalMessage, Status, StatusMessage
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage
+from squall.policy.reasons import Reason, ReasonCategory, Status
 
 NOW = 1_714_564_800.0  # the fake clock
 

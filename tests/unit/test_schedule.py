@@ -11,16 +11,15 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.adaptive import AdaptiveConfig, IntervalReason, adaptive_interval
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 from squall.policy.schedule import (
     DISCOVERED_PRIORITY,
     SEED_PRIORITY,
-    AdaptiveConfig,
     Incoming,
-    IntervalReason,
     ScheduleConfig,
     UrlRecord,
-    adaptive_interval,
     apply,
     kind_of,
     new_record,

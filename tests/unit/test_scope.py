@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from squall.errors import ConfigError
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
 from squall.policy.scope import LinkJudge, ScopeConfig, batch_outlinks, check, check_link
 from squall.policy.traps import TrapConfig

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from squall.errors import ConfigError
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 from squall.settings import load_settings
 from squall.policy.sitemaps import (
     LEVEL_KEY,

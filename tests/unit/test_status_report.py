@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.policy.frontier import HostRecord
-from squall.policy.records import Reason, Status
+from squall.policy.reasons import Reason, Status
 from squall.policy.schedule import UrlRecord
 from squall.cli.status import Report, build_report
 
@@ -107,7 +107,7 @@ def test_urls_held_by_a_future_time_or_a_host_block_are_waiting_not_due_and_keep
     urls = {"w1": rec("https://w.example/1", "w.example", Status.DISCOVERED, NOW + 30),   # Retry-After / robots retry
             "w2": rec("https://v.example/1", "v.example", Status.DISCOVERED, NOW - 1),    # due, but host backing off
             "w3": rec("https://w.example/3", "w.example", Status.FETCH_ERROR, NOW + 7200)}  # a later retry: not a wait
-    hosts = {"v.example": HostRecord(key="v.example", blocked_until_s=NOW + 90).to_dict()}
+    hosts = {"v.example": HostRecord(key="v.example", backoff={"attempts": 0, "blocked_until_s": NOW + 90}).to_dict()}
     report = build_report(urls, hosts, NOW)
     assert (report.due_now, report.waiting, report.waiting_until_s) == (0, 2, NOW + 90)
     assert not report.idle
@@ -131,7 +131,7 @@ def test_pages_per_second_and_eta_come_from_the_fetch_times():
 
 
 def test_host_rows_carry_audit_pacing_and_robots_state_busiest_first():
-    hosts = {"a.example": HostRecord(key="a.example", next_fetch_at_s=NOW + 2, blocked_until_s=NOW + 9,
+    hosts = {"a.example": HostRecord(key="a.example", next_fetch_at_s=NOW + 2,
                                      backoff={"attempts": 2, "blocked_until_s": NOW + 9,
                                               "backing_off_since_s": NOW - 5}).to_dict()}
     audits = {"b.example": {"key": "b.example", "requests": 9, "violations": 0, "min_gap_s": 1.2,
@@ -155,8 +155,8 @@ def test_the_live_view_renders_totals_waits_and_hosts():
 
     from squall.cli.live_view import render
 
-    hosts = {"v.example": HostRecord(key="v.example", blocked_until_s=NOW + 90,
-                                     backoff={"attempts": 1}).to_dict()}
+    hosts = {"v.example": HostRecord(key="v.example",
+                                     backoff={"attempts": 1, "blocked_until_s": NOW + 90}).to_dict()}
     urls = dict(URLS) | {"w": rec("https://v.example/1", "v.example", Status.DISCOVERED, NOW + 30)}
     console = Console(record=True, width=200)
     console.print(render(build_report(urls, hosts, NOW)))

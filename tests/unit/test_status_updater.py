@@ -13,10 +13,11 @@ import pytest
 import topology  # declares the app
 import agents.common as common
 import agents.status_updater as su
-from agents.worker_state import state
-from squall.policy.frontier import DueIndex
+from agents.worker_state import WorkerState, state
+from squall.policy.due_index import DueIndex
 from squall.policy.partition import partition_for_key
-from squall.policy.records import Reason, Status, StatusMessage
+from squall.policy.records import StatusMessage
+from squall.policy.reasons import Reason, Status
 
 NOW = 1_714_564_800.0
 PARTITIONS = topology.settings.topology_partitions
@@ -40,7 +41,9 @@ class JsonTable(dict):
 def tables(monkeypatch: pytest.MonkeyPatch) -> tuple[JsonTable, JsonTable]:
     urls, hosts = JsonTable(), JsonTable()
     monkeypatch.setattr(topology.app, "squall_tables", common.Tables(urls=urls, hosts=hosts))  # handed in
-    monkeypatch.setattr(state, "indexes", {p: DueIndex() for p in range(PARTITIONS)})
+    held = WorkerState()  # handed in: this test's due indexes
+    held.indexes = {p: DueIndex() for p in range(PARTITIONS)}
+    monkeypatch.setattr(topology.app, "squall_worker_state", held)
     return urls, hosts
 
 
@@ -65,7 +68,7 @@ def test_a_batch_admits_every_new_url_of_its_hosts_with_one_host_record_each(tab
     assert {k.decode() for k in urls} == {"http://a.example/", "http://a.example/1", "http://a.example/2",
                                           "http://a.example/3"}
     assert host(hosts, "a.example")["url_count"] == 4
-    assert len(state.index_for_key("a.example")) == 4
+    assert len(state().index_for_key("a.example")) == 4
 
 
 def test_a_rediscovered_url_changes_nothing_and_unseeded_hosts_are_refused_and_counted(tables):

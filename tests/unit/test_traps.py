@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.policy.traps import TrapConfig, check_path, check_query, is_host_like, max_copies, most_host_segment_copies
 
 DEFAULTS = TrapConfig(max_segment_copies=3, max_run_copies=2, max_host_segments=1, max_query_param_copies=2)

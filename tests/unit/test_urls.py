@@ -12,7 +12,7 @@ import pytest
 from squall.cli import url as url_cli
 from squall.policy import urls
 from squall.errors import InvalidURL
-from squall.policy.records import Reason
+from squall.policy.reasons import Reason
 from squall.settings import load_settings
 from squall.policy.urls import CanonicalCache, NormalizerConfig, canonicalize, host_of, origin_of, robots_url
 from tests.unit.settings_helper import from_settings

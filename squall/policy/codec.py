@@ -1,0 +1,138 @@
+"""The one way squall reads a message: a JSON object whose fields a table of :class:`Field` reads.
+
+Each topic's message (:mod:`squall.policy.records`) lists its fields once,
+each with the function that turns its JSON value into the field's value;
+:func:`decode_fields` applies such a table and turns every refusal into
+:class:`squall.errors.MessageError` (bad input: the dead-letter topic, never a
+stopped agent). JSON is RFC 8259; Python's reader also takes ``NaN`` and
+``Infinity``, so numbers that must be finite say so (:func:`finite_float`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from squall.errors import MessageError
+
+
+def clean(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its None values, enums as their values (the JSON object of a message)."""
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in d.items() if v is not None}
+
+
+def str_list(value: Any, name: str) -> list[str]:
+    """A JSON list of strings, else ValueError (a bare string is not a list of URLs)."""
+    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(value)
+
+
+def finite(value: float | None, name: str) -> None:
+    """Raise ValueError for a NaN or infinite number (JSON allows them through NaN/Infinity/1e999)."""
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def decode_object(raw: bytes) -> dict[str, Any]:
+    """The JSON object of a message's bytes (UTF-8).
+
+    Raises:
+        MessageError: not JSON, nested too deeply, or not an object.
+    """
+    try:
+        obj = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise MessageError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise MessageError("not JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise MessageError("expected a JSON object")
+    return obj
+
+
+def metadata(value: Any) -> dict[str, list[str]]:
+    """Normalize metadata to key → list of strings (a single string becomes a one-item list)."""
+    if not isinstance(value, dict):
+        raise MessageError("'metadata' must be an object")
+    out: dict[str, list[str]] = {}
+    for k, v in value.items():
+        if isinstance(v, str):
+            out[str(k)] = [v]
+        elif isinstance(v, list) and all(isinstance(x, str) for x in v):
+            out[str(k)] = list(v)
+        else:
+            raise MessageError(f"metadata {k!r} must be a string or a list of strings")
+    return out
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one field of a message is read.
+
+    ``read`` turns the JSON value into the field's value (raising
+    :class:`MessageError`, ``TypeError`` or ``ValueError`` for bad input); a
+    field absent from the object keeps the dataclass default, or is an error
+    when ``required``; with ``null_is_absent`` a JSON null counts as absent
+    (else it is handed to ``read``).
+    """
+
+    name: str
+    read: Callable[[Any], Any]
+    required: bool = False
+    null_is_absent: bool = False
+
+
+def decode_fields(obj: dict[str, Any], fields: tuple[Field, ...], what: str) -> dict[str, Any]:
+    """The fields of ``obj`` read by ``fields``: name → value (absent ones left out).
+
+    Raises:
+        MessageError: a required field missing, or a value ``read`` refuses
+            (its own message, or ``bad <what> message: ...``).
+    """
+    out: dict[str, Any] = {}
+    try:
+        for f in fields:
+            value = obj.get(f.name, ABSENT)
+            if value is ABSENT or (value is None and f.null_is_absent):
+                if f.required:
+                    raise KeyError(f.name)
+                continue
+            out[f.name] = f.read(value)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise MessageError(f"bad {what} message: {exc}") from None
+    return out
+
+
+ABSENT = object()  # the marker of a field not in the object
+
+
+def same(value: Any) -> Any:
+    """A field taken as it is in the JSON object."""
+    return value
+
+
+def finite_float(name: str) -> Callable[[Any], float]:
+    """The reader of a number field ``name`` that must be finite (ValueError otherwise)."""
+
+    def read(value: Any) -> float:
+        number = float(value)
+        finite(number, name)  # a non-finite time (NaN, inf) would poison the due index and the pace model
+        return number
+
+    return read
+
+
+def boolean(name: str) -> Callable[[Any], bool]:
+    """The reader of a JSON boolean field ``name`` (TypeError for anything else)."""
+
+    def read(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a boolean, got {value!r}")
+        return value
+
+    return read
