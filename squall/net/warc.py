@@ -43,6 +43,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -145,11 +146,7 @@ class WarcWriter:
                 resp_warc["WARC-Truncated"] = "length"
             if payload_digest:
                 resp_warc["WARC-Payload-Digest"] = payload_digest
-            resp_http = StatusAndHeaders(
-                f"{int(status)} {_clean(reason) or _phrase(status)}",
-                _stored_response_headers(response_headers, len(body)),
-                protocol=_clean(http_version) or "HTTP/1.1",
-            )
+            resp_http = _response_http(status, reason, response_headers, len(body), http_version)
             response = writer.create_warc_record(
                 url,
                 "response",
@@ -159,20 +156,7 @@ class WarcWriter:
                 http_headers=resp_http,
             )
 
-            # warcio's request line shape: protocol slot = method, status line = "target version"
-            req_http = StatusAndHeaders(
-                f"{_request_target(url)} {_clean(http_version) or 'HTTP/1.1'}",
-                _request_headers(url, request_headers),
-                protocol=_clean(method) or "GET",
-            )
-            request = writer.create_warc_record(
-                url,
-                "request",
-                payload=io.BytesIO(b""),
-                length=0,
-                warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": resp_id},
-                http_headers=req_http,
-            )
+            request = _request_record(writer, url, request_headers, http_version, method, req_id, date, resp_id)
             writer.write_record(response)
             writer.write_record(request)
             self._responses[(url, date)] = resp_id
@@ -220,11 +204,7 @@ class WarcWriter:
             rev_warc = {"WARC-Record-ID": rev_id, "WARC-Date": date, "WARC-Concurrent-To": req_id}
             if ip:
                 rev_warc["WARC-IP-Address"] = ip
-            rev_http = StatusAndHeaders(
-                f"{int(status)} {_clean(reason) or _phrase(status)}",
-                _stored_response_headers(response_headers, body_length),
-                protocol=_clean(http_version) or "HTTP/1.1",
-            )
+            rev_http = _response_http(status, reason, response_headers, body_length, http_version)
             revisit = writer.create_revisit_record(
                 url,
                 payload_digest,
@@ -233,19 +213,7 @@ class WarcWriter:
                 http_headers=rev_http,
                 warc_headers_dict=rev_warc,
             )
-            req_http = StatusAndHeaders(
-                f"{_request_target(url)} {_clean(http_version) or 'HTTP/1.1'}",
-                _request_headers(url, request_headers),
-                protocol=_clean(method) or "GET",
-            )
-            request = writer.create_warc_record(
-                url,
-                "request",
-                payload=io.BytesIO(b""),
-                length=0,
-                warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": rev_id},
-                http_headers=req_http,
-            )
+            request = _request_record(writer, url, request_headers, http_version, method, req_id, date, rev_id)
             writer.write_record(revisit)
             writer.write_record(request)
             self._flush_and_rotate()
@@ -375,6 +343,44 @@ def _phrase(status: int) -> str:
         return HTTPStatus(int(status)).phrase
     except ValueError:
         return "Unknown"
+
+
+def _response_http(
+    status: int, reason: str, headers: list[tuple[str, str]], body_len: int, http_version: str
+) -> StatusAndHeaders:
+    """The stored HTTP status line and headers of a response (or revisit) record, ``body_len`` bytes of body."""
+    return StatusAndHeaders(
+        f"{int(status)} {_clean(reason) or _phrase(status)}",
+        _stored_response_headers(headers, body_len),
+        protocol=_clean(http_version) or "HTTP/1.1",
+    )
+
+
+def _request_record(
+    writer: WARCWriter,
+    url: str,
+    headers: list[tuple[str, str]],
+    http_version: str,
+    method: str,
+    req_id: str,
+    date: str,
+    concurrent_to: str,
+) -> ArcWarcRecord:
+    """The ``request`` record of a fetch of ``url``, concurrent to the record ``concurrent_to``."""
+    # warcio's request line shape: protocol slot = method, status line = "target version"
+    req_http = StatusAndHeaders(
+        f"{_request_target(url)} {_clean(http_version) or 'HTTP/1.1'}",
+        _request_headers(url, headers),
+        protocol=_clean(method) or "GET",
+    )
+    return writer.create_warc_record(
+        url,
+        "request",
+        payload=io.BytesIO(b""),
+        length=0,
+        warc_headers_dict={"WARC-Record-ID": req_id, "WARC-Date": date, "WARC-Concurrent-To": concurrent_to},
+        http_headers=req_http,
+    )
 
 
 def _stored_response_headers(headers: list[tuple[str, str]], body_len: int) -> list[tuple[str, str]]:

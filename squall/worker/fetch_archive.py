@@ -32,36 +32,28 @@ async def archive_fetch(
     """
     refers_to_s = revisit_of(msg, result.payload_digest) if revisits else None
     if refers_to_s is not None and result.payload_digest is not None:  # unchanged: no second copy of the body
-        write = functools.partial(
+        record = functools.partial(
             warc.write_revisit,
-            msg.url,
-            request_headers=result.request_headers,
-            status=result.status,
-            reason="",
-            response_headers=result.headers,
             body_length=len(result.body),
-            ip=result.ip,
-            fetched_at_s=result.started_at_s,
             payload_digest=result.payload_digest,
             refers_to_date_s=refers_to_s,
-            http_version=result.http_version,
         )
     else:
         refers_to_s = None
-        write = functools.partial(
-            warc.write_fetch,
-            msg.url,
-            request_headers=result.request_headers,
-            status=result.status,
-            reason="",
-            response_headers=result.headers,
-            body=result.body,
-            ip=result.ip,
-            fetched_at_s=result.started_at_s,
-            truncated=result.truncated,
-            http_version=result.http_version,
-            payload_digest=result.payload_digest,
+        record = functools.partial(
+            warc.write_fetch, body=result.body, truncated=result.truncated, payload_digest=result.payload_digest
         )
+    write = functools.partial(
+        record,
+        msg.url,
+        request_headers=result.request_headers,
+        status=result.status,
+        reason="",
+        response_headers=result.headers,
+        ip=result.ip,
+        fetched_at_s=result.started_at_s,
+        http_version=result.http_version,
+    )
     if len(result.body) <= inline_max_bytes:
         write()
     else:
