@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from squall.worker.datadir import LOCK_NAME
+from squall.policy.topics import TABLES
 from squall.tools.site_spec import generated_site
+from squall.worker.datadir import LOCK_NAME
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 
@@ -23,7 +24,7 @@ def test_workers_store_their_tables_in_their_own_datadir_and_a_shared_one_is_ref
     c.start_worker("w1", cwd=elsewhere)
     c.seed(served.seeds)
     c.wait_idle(timeout_s=240)
-    assert _table_dirs(c.datadir("w1")) == {"urls", "hosts", "robots", "audit"}
+    assert _table_dirs(c.datadir("w1")) == set(TABLES)
     assert (c.datadir("w1") / LOCK_NAME).read_text().strip() == str(c.workers["w1"].pid)
     assert not (elsewhere / "var").exists() and not (c.workdir / "data" / "v1").exists()
 

@@ -17,11 +17,11 @@ def test_the_plan_holds_every_topic_and_changelog_of_the_topology_with_one_parti
 
     plan = plan_of(topology.app.squall_topics, faust_app.faust_topics(topology.app))
     tid, n = topology.settings.topology_id, topology.settings.topology_partitions
-    from squall.policy.topics import all_topics
+    from squall.policy.topics import TABLES, all_topics
 
     assert {k: v for k, v in plan.partitions.items() if "__assignor" not in k} == all_topics(topology.settings)
     assert plan.partitions[f"{tid}-__assignor-__leader"] == 1  # Faust's leader topic, as Faust creates it
-    for table in ("urls", "hosts", "robots", "audit"):
+    for table in TABLES:
         assert plan.partitions[f"{tid}-{table}-changelog"] == n
         assert plan.configs[f"{tid}-{table}-changelog"] == {"cleanup.policy": "compact"}  # as Faust would
     assert f"{tid}-ticks" not in plan.configs  # plain topics: the broker's defaults
