@@ -13,8 +13,9 @@ applied it — the host record (hosts changelog) or the partition's crawl state
   the rest held in the frontier and shown as held by ``squall hosts``; raising it resumes;
 * ``crawl.pause``: no request anywhere once applied, ``crawl.resume`` goes on;
 * ``host.delete``: the host's URL records are gone and it gets no new request;
-* a pause and a block still hold after the owning worker is SIGKILLed and
-  another (with an empty table directory) takes the partitions over;
+* a delay, a page limit, a pause and a block still hold after the owning
+  worker is SIGKILLed and another (with an empty table directory) takes the
+  partitions over;
 * a malformed command from another producer reaches the dead-letter topic;
 * ``squall frontier dump`` of a finished crawl, seeded into a new
   ``topology.id``, gives the same URL set.
@@ -287,11 +288,7 @@ def test_a_pause_holds_after_the_owning_worker_is_killed_and_another_takes_over(
     _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= 2 for ip in hosts))
     applied_at = _applied_to_crawl(c, _send(c, Op.CRAWL_PAUSE))
     # w1 committed its control-topic offsets: w2 does not read the command again, the control table is all it has
-    _until("the pause's offsets not committed", lambda: _control_committed(c))
-    c.stop_worker("w1", kill=True)
-    c.start_worker("w2")  # a table directory of its own: the pause comes back from the control changelog
-    everything = ", ".join(str(p) for p in range(c.settings.topology_partitions))
-    _until("w2 did not take the partitions over", lambda: f"due index rebuilt for partitions [{everything}]" in c.log_text("w2"))
+    _take_over(c)  # w2 has a table directory of its own: the pause comes back from the control changelog
     time.sleep(3.0)  # w2 owns every host now: a window in which nothing may start
     resume = _send(c, Op.CRAWL_RESUME)
     during = [r for r in served.requests() if applied_at < r["t"] < resume.at_s]
@@ -310,16 +307,64 @@ def test_a_block_holds_after_the_owning_worker_is_killed_and_another_takes_over(
     _until("no page fetched", lambda: len(_page_times(served, ip)) >= 2)
     cmd = _send(c, Op.HOST_BLOCK, host=ip, until_s=time.time() + block_s, reason="takeover")
     applied_at = _applied_to_host(c, ip, cmd)
-    _until("the block's offsets not committed", lambda: _control_committed(c))
-    c.stop_worker("w1", kill=True)
-    c.start_worker("w2")
-    everything = ", ".join(str(p) for p in range(c.settings.topology_partitions))
-    _until("w2 did not take the partitions over", lambda: f"due index rebuilt for partitions [{everything}]" in c.log_text("w2"))
+    _take_over(c)
     c.wait_idle(timeout_s=WAIT_S)
     assert cmd.until_s is not None
     during = [round(t - applied_at, 2) for t in served.start_times(ip) if applied_at < t < cmd.until_s]
     assert during == [], during
     assert set(served.page_requests()) == served.server.expected_pages()
+
+
+def test_a_delay_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
+    ip, new_delay_s = "127.0.0.37", 1.5
+    served = site(SiteSpec(hosts={ip: _host(11)}))
+    c = crawl(**{"fetcher.server.delay": 0.3, "kafka.session.timeout.secs": 6.0})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 3)
+    applied_at = _applied_to_host(c, ip, _send(c, Op.HOST_DELAY, host=ip, delay_s=new_delay_s))
+    _until("one fetch at the new delay", lambda: len([t for t in _page_times(served, ip) if t > applied_at]) >= 2)
+    taken_over_at = _take_over(c)  # the delay comes back from the hosts changelog, not from the command
+    c.wait_idle(timeout_s=WAIT_S)
+    later = [t for t in _page_times(served, ip) if t > applied_at]
+    assert len([t for t in later if t > taken_over_at]) >= 3, later
+    assert min(_gaps(later)[1:]) >= new_delay_s, _gaps(later)  # one fetch may already have had its turn
+    assert set(served.page_requests()) == served.server.expected_pages()
+
+
+def test_a_page_limit_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
+    ip = "127.0.0.38"
+    served = site(SiteSpec(hosts={ip: _host(9)}))  # ten pages
+    c = crawl(**{"fetcher.server.delay": 1.0, "kafka.session.timeout.secs": 6.0})
+    c.start_worker("w1")
+    _applied_to_host(c, ip, _send(c, Op.HOST_LIMIT, host=ip, pages=5))
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 3)
+    _take_over(c)  # w2 counts on from the pages the hosts changelog says were fetched
+
+    def settled_at_five() -> bool:
+        records = {u: r for u, r in c.records().items() if f"//{ip}:" in u}
+        return len(records) == 10 and sum(r["status"] == "FETCHED" for r in records.values()) == 5
+
+    _until("the limit of 5 was not reached", settled_at_five)
+    time.sleep(3.0)  # three delays of the host: a sixth page would be requested in them
+    assert len(served.page_requests()) == 5, served.page_requests()  # a fetch cut by the kill may be repeated, not a sixth page
+    host = _changelog(c, "hosts")[ip]
+    assert (host["pages_fetched"], host["page_limit"], host["in_flight"]) == (5, 5, {}), host
+
+
+def _take_over(c: Crawl) -> float:
+    """SIGKILL worker ``w1`` once its control-topic offsets are committed, start ``w2``; when w2 owns every partition (Unix s).
+
+    With the offsets committed w2 does not read the commands again: what it
+    knows of them comes from the tables' changelogs alone. w2 gets a table
+    directory of its own.
+    """
+    _until("the control topic's offsets not committed", lambda: _control_committed(c))
+    c.stop_worker("w1", kill=True)
+    c.start_worker("w2")
+    everything = ", ".join(str(p) for p in range(c.settings.topology_partitions))
+    return _until("w2 did not take the partitions over", lambda: f"due index rebuilt for partitions [{everything}]" in c.log_text("w2"))
 
 
 def _control_committed(c: Crawl) -> bool:
