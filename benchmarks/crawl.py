@@ -61,8 +61,9 @@ per domain at a time, AutoThrottle off and CONCURRENT_REQUESTS = max(16, N).
 ``--warc off`` runs squall with ``warc.enabled: false`` (``--warc both``: a
 row each); a squall whose configuration has no such key cannot switch its
 archive off, and the benchmark says so (``both`` then runs the WARC-on row
-only). ``--documents`` runs squall with ``documents.enabled: true`` (its
-rows are labelled ``+ documents``; the per-page cost of the step alone:
+only). ``--documents`` (or ``--documents on``) runs squall with
+``documents.enabled: true``, ``--documents both`` a row with and a row
+without (with documents the rows are labelled ``+ documents``; the per-page cost of the step alone:
 benchmarks/documents.py). The report's header names the commit (short hash, ``-dirty`` with
 uncommitted changes to tracked files other than the history file), the date,
 the machine (CPU model, cores, load average at the start) and the Pythons.
@@ -543,12 +544,13 @@ class OffsetSampler:
 # ---------------------------------------------------------------------- squall
 
 
-def squall_label(workers: int, warc: str) -> str:
-    return f"squall ({workers} worker{'s' if workers > 1 else ''}, WARC {warc})"
+def squall_label(workers: int, warc: str, documents: bool = False) -> str:
+    label = f"squall ({workers} worker{'s' if workers > 1 else ''}, WARC {warc})"
+    return label + (" + documents" if documents else "")
 
 
-def squall_overrides(args: argparse.Namespace, warc: str) -> dict[str, Any]:
-    """The configuration keys of a benchmark crawl: loopback allowed, the delay, ``--set``, WARC off if asked."""
+def squall_overrides(args: argparse.Namespace, warc: str, documents: bool = False) -> dict[str, Any]:
+    """The configuration keys of a benchmark crawl: loopback allowed, the delay, ``--set``, WARC off and documents on if asked."""
     overrides: dict[str, Any] = {
         "http.private.networks.allow": ["127.0.0.0/8"],
         "fetcher.server.delay": args.delay,
@@ -561,7 +563,7 @@ def squall_overrides(args: argparse.Namespace, warc: str) -> dict[str, Any]:
         overrides[key] = json.loads(value) if value[:1] in '[{0123456789-tfn"' else value
     if warc == "off":
         overrides[WARC_SWITCH] = False
-    if getattr(args, "documents", False):
+    if documents:
         overrides[DOCUMENTS_SWITCH] = True
     return overrides
 
@@ -575,8 +577,9 @@ def run_squall(
     available: int,
     warc: str = "on",
     run: int = 1,
+    documents: bool = False,
 ) -> Row:
-    crawl = Crawl(workdir, bootstrap, squall_overrides(args, warc))
+    crawl = Crawl(workdir, bootstrap, squall_overrides(args, warc, documents))
     timeout = args.timeout or 3 * args.pages * args.delay + 120
     offsets: OffsetSampler | None = None
     sampler: CpuSampler | None = None
@@ -613,8 +616,7 @@ def run_squall(
     cpu = cpu_until(samples, last + CPU_TAIL_S)
     written = records_written(ends[0][1], sample_at(ends, last + CPU_TAIL_S))
     records = {topic_label(t, crawl.topology_id): n for t, n in written.items()}
-    label = squall_label(args.workers, warc) + (" + documents" if getattr(args, "documents", False) else "")
-    return _row(label, m, available, cpu, rss, wall, run, records)
+    return _row(squall_label(args.workers, warc, documents), m, available, cpu, rss, wall, run, records)
 
 
 def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
@@ -1089,6 +1091,11 @@ def farm_name(args: argparse.Namespace) -> str:
     )
 
 
+def squall_variants(warc: list[str], documents: str) -> list[tuple[str, bool]]:
+    """Each squall crawl of a run as (WARC ``on``/``off``, documents on): every WARC variant with ``--documents`` off, on or both."""
+    return [(w, d) for w in warc for d in {"off": [False], "on": [True], "both": [False, True]}[documents]]
+
+
 def warc_variants(choice: str, switch_known: bool) -> tuple[list[str], tuple[str, ...]]:
     """The squall variants (``on``, ``off``) for ``--warc choice`` and the notes for the report.
 
@@ -1116,7 +1123,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"squall with its WARC archive on (as configured), off ({WARC_SWITCH}: false) or a row of each",
     )
     p.add_argument(
-        "--documents", action="store_true", help=f"squall with its documents topic on ({DOCUMENTS_SWITCH}: true)"
+        "--documents",
+        nargs="?",
+        const="on",
+        choices=["on", "off", "both"],
+        default="off",
+        help=f"squall with its documents topic on ({DOCUMENTS_SWITCH}: true; --documents alone), off or a row of each",
     )
     p.add_argument("--partitions", type=int, default=0, help="topology.partitions (0: the default)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="another squall configuration key")
@@ -1195,7 +1207,8 @@ def main(argv: list[str] | None = None) -> int:
     progress(header_lines(meta)[0])  # the whole header comes with the report
     for note in meta.notes:
         progress(note)
-    crawlers: list[tuple[str, str]] = [("squall", v) for v in variants] + ([("scrapy", "")] if py else [])
+    crawlers: list[tuple[str, tuple[str, bool]]] = [("squall", v) for v in squall_variants(variants, args.documents)]
+    crawlers += [("scrapy", ("", False))] if py else []
     bootstrap = args.bootstrap or f"127.0.0.1:{args.broker_port}"
     started = False if args.bootstrap else kafka_local.up(bootstrap, fresh=True, progress=progress)
     work = Path(tempfile.mkdtemp(prefix="squall-bench-"))
@@ -1211,13 +1224,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for run in range(args.runs):
             turn = run % len(crawlers)  # the order rotates from run to run
-            for k, (crawler, warc) in enumerate(crawlers[turn:] + crawlers[:turn]):
+            for k, (crawler, (warc, documents)) in enumerate(crawlers[turn:] + crawlers[:turn]):
                 block = ips[run * len(crawlers) + k]
-                name = squall_label(args.workers, warc) if crawler == "squall" else crawler
-                wd = work / f"run{run + 1}-{crawler}{'-warc-' + warc if warc else ''}"
+                name = squall_label(args.workers, warc, documents) if crawler == "squall" else crawler
+                wd = (
+                    work / f"run{run + 1}-{crawler}{'-warc-' + warc if warc else ''}{'-documents' if documents else ''}"
+                )
                 try:
                     if crawler == "squall":
-                        row = run_squall(bootstrap, served, block, args, wd, available, warc, run + 1)
+                        row = run_squall(bootstrap, served, block, args, wd, available, warc, run + 1, documents)
                     else:
                         assert py is not None
                         row = run_scrapy(py, served, block, args, wd, available, run + 1)

@@ -267,6 +267,16 @@ def test_warc_off_sets_the_switch_and_warc_on_leaves_the_configuration_alone():
     assert off[bench.WARC_SWITCH] is False and off["fetcher.server.delay"] == 0.5 and off["fetcher.threads.number"] == 4
 
 
+def test_documents_both_gives_each_warc_variant_a_row_with_and_without_documents():
+    assert bench.squall_variants(["on", "off"], "both") == [("on", False), ("on", True), ("off", False), ("off", True)]
+    assert bench.squall_variants(["on"], "off") == [("on", False)]
+    assert bench.parse_args(["--documents"]).documents == "on" and bench.parse_args([]).documents == "off"
+    args = bench.parse_args([])
+    assert bench.squall_overrides(args, "on", documents=True)[bench.DOCUMENTS_SWITCH] is True
+    assert bench.DOCUMENTS_SWITCH not in bench.squall_overrides(args, "on")
+    assert bench.squall_label(2, "off", True) == "squall (2 workers, WARC off) + documents"
+
+
 def test_three_runs_is_the_default():
     assert bench.parse_args([]).runs == 3
 
