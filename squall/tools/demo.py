@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from squall.cli.status import clock, duration
+from squall.cli.status_report import clock, duration
 from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, directory_site, generated_site
 from squall.tools.testsite import RecordingServer
 

@@ -177,7 +177,6 @@ def test_the_fetcher_agent_is_at_most_300_lines() -> None:
 GENERATED = {ROOT / "squall" / "settings" / "fields.py"}  # written by scripts/gen_settings_fields.py
 # Modules still over MAX_MODULE_LINES, each to split by concept; the list may only shrink.
 STILL_LONG = {
-    ROOT / "squall" / "cli" / "status.py",
     ROOT / "squall" / "tools" / "demo.py",
     ROOT / "squall" / "tools" / "kafka_local.py",
 }
