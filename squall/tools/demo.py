@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
 
     from squall.settings import load_settings
-    from squall.tools import kafka_local
+    from squall.tools import kafka_local, kafka_probe
 
     bootstrap = args.bootstrap or load_settings().kafka_bootstrap_servers
     broker_started = False
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # ------------------------------------------------------------ broker
         _say(f"squall demo — workdir {workdir}")
-        if kafka_local.is_answering(bootstrap, timeout_s=5.0):
+        if kafka_probe.is_answering(bootstrap, timeout_s=5.0):
             _say(f"broker: using the Kafka broker answering at {bootstrap}")
         else:
             _say(f"broker: nothing answers at {bootstrap}; starting the local broker (Maven jars, KRaft)")
