@@ -35,7 +35,7 @@ def parse_records(latest: Mapping[str, Mapping[str, Any]]) -> list[HostAudit]:
 
 async def collect_audits(settings: Settings) -> list[HostAudit]:
     """Every host's audit of ``settings``' topology (``kafka.bootstrap.servers``, ``topology.id``)."""
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 

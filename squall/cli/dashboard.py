@@ -68,7 +68,8 @@ def progress(
 async def snapshot(settings: Settings) -> dict[str, Any]:
     """What ``/api/report`` answers, read now from the broker."""
     from squall.cli.audit import parse_records
-    from squall.cli.status import collect_records, report_of
+    from squall.cli.status_counts import report_of
+    from squall.cli.status_read import collect_records
     from squall.policy.audit import summary
     from squall.policy.topics import agent_topics
 

@@ -103,7 +103,7 @@ def host_rows(
 
 def host_text(row: Mapping[str, Any]) -> str:
     """One line of ``squall hosts``."""
-    from squall.cli.status import clock
+    from squall.cli.status_report import clock
 
     urls = " ".join(f"{status.lower()} {n}" for status, n in sorted(row["urls"].items())) or "no URLs"
     parts = [
@@ -128,7 +128,7 @@ def host_text(row: Mapping[str, Any]) -> str:
 
 def operator_text(entry: Mapping[str, Any]) -> str:
     """An operator-log entry for people: ``last command host.block by alice@box at 10:00:00 (until_s=...)``."""
-    from squall.cli.status import last_command
+    from squall.cli.status_counts import last_command
 
     return "last command " + str(last_command([entry]))
 
@@ -156,7 +156,7 @@ def _plain(value: object) -> str:
 
 
 async def _read(settings, tables: tuple[str, ...]) -> dict[str, dict[str, dict[str, Any]]]:
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import squall.settings
 from squall.errors import SquallError
-from squall.tools.kafka_local import _our_pid, _Paths, down, is_answering, status, up
+from squall.tools.kafka_local import _our_pid, _Paths, down, status, up
+from squall.tools.kafka_probe import is_answering
 from squall.tools.kafka_secure import MECHANISM, USERS
 
 

@@ -20,7 +20,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from squall.cli.status import Report, clock, collect, duration, unassigned_line
+from squall.cli.status import collect
+from squall.cli.status_report import Report, clock, duration, unassigned_line
 from squall.policy.reasons import Status
 
 if TYPE_CHECKING:

@@ -86,7 +86,7 @@ def _show_command(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 

@@ -36,6 +36,9 @@ both printed: loopback addresses are allowed (the SSRF guard refuses
 private and loopback networks by default) and ``fetcher.server.delay`` is
 shorter (the default of 1 s stays for the real web). Scope is pinned to the
 demo's loopback hosts, so no request leaves 127.0.0.0/8.
+
+The site and its recording are :mod:`squall.tools.demo_site`; the checks of
+step 4 are :mod:`squall.tools.demo_checks`.
 """
 
 from __future__ import annotations
@@ -43,144 +46,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import itertools
-import json
 import logging
-import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from squall.cli.status import clock, duration
-from squall.tools.site_spec import Page, RobotsSpec, SiteSpec, directory_site, generated_site
-from squall.tools.testsite import RecordingServer
+from squall.cli.status_report import clock, duration
+from squall.tools.demo_checks import Check, audit_check, site_checks
+from squall.tools.demo_site import ServedSite
+from squall.tools.site_spec import RobotsSpec, directory_site, generated_site
 
 GENERATED_DELAY_S = 0.2
 SITE_DELAY_S = 0.05
-# A directory with more HTML files than this is not replayed (too slow to be
-# a useful expectation); the demo then checks the crawl against itself.
-REPLAY_MAX_HTML_FILES = 20000
-GAP_TOLERANCE_S = 0.002  # clock granularity between the worker's pacing and the server's arrival stamps
-
-
-# ---------------------------------------------------------------------- the site, in a thread
-
-
-class ServedSite:
-    """A RecordingServer running on its own event loop in a daemon thread (as the integration tests do)."""
-
-    def __init__(self, spec: SiteSpec, log_path: Path) -> None:
-        self.server = RecordingServer(spec, log_path=log_path)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="demo-site", daemon=True)
-        self._thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
-        except BaseException:
-            self._stop_loop()
-            raise
-
-    def close(self) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
-        finally:
-            self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def requests(self) -> list[dict[str, Any]]:
-        # The list is appended to from the server thread; copying it is safe (list ops hold the GIL).
-        return self.server.requests
-
-    def page_requests(self) -> collections.Counter[str]:
-        """How many times each URL (robots.txt excluded) was requested."""
-        port = self.server.port
-        return collections.Counter(
-            f"http://{r['ip']}:{port}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt"
-        )
-
-    def min_gap(self, ip: str) -> tuple[float, int]:
-        """(smallest gap between two request arrivals on host ``ip``, robots.txt included; number of requests)."""
-        times = sorted(r["t"] for r in self.requests() if r["ip"] == ip)
-        return min((b - a for a, b in itertools.pairwise(times)), default=float("inf")), len(times)
-
-
-# ---------------------------------------------------------------------- checks
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-
-def _sample(items: Any, n: int = 5) -> str:
-    items = sorted(items)
-    more = f" … (+{len(items) - n})" if len(items) > n else ""
-    return ", ".join(map(str, items[:n])) + more
-
-
-def _with_status(records: dict[str, dict[str, Any]], urls: set[str]) -> list[str]:
-    out = []
-    for u in urls:
-        rec = records.get(u)
-        out.append(
-            f"{u} ({rec.get('status')} {rec.get('reason') or ''})".replace(" )", ")") if rec else f"{u} (no record)"
-        )
-    return out
-
-
-def _page_kind(spec: SiteSpec, u: str) -> str:
-    """'page' (served 200), 'redirect', 'missing' (404) or 'other' for a URL of the site."""
-    parts = urlsplit(u)
-    host = spec.hosts.get(parts.hostname or "")
-    if host is None:
-        return "other"
-    path = parts.path + ("?" + parts.query if parts.query else "")
-    page = host.pages.get(path) or host.pages.get(parts.path)
-    if page is None:
-        return "missing"
-    if not isinstance(page, Page):
-        return "other"
-    if page.location is not None:
-        return "redirect"
-    return "page" if page.status == 200 and not page.statuses else "other"
-
-
-def _warcio() -> list[str] | None:
-    exe = Path(sys.executable).parent / "warcio"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("warcio")
-    return [found] if found else None
-
-
-def warc_index(paths: list[Path]) -> tuple[bool, collections.Counter[str], str]:
-    """Run ``warcio index`` on ``paths``: (exit status 0, counts by WARC-Type, error text)."""
-    cmd = _warcio()
-    if cmd is None:
-        return False, collections.Counter(), "warcio is not installed"
-    proc = subprocess.run([*cmd, "index", *map(str, paths)], capture_output=True, text=True)
-    types: collections.Counter[str] = collections.Counter()
-    for line in proc.stdout.splitlines():
-        try:
-            types[json.loads(line).get("warc-type", "?")] += 1
-        except ValueError:
-            types["(unparsable line)"] += 1
-    return proc.returncode == 0, types, proc.stderr.strip()[-2000:]
-
-
-# ---------------------------------------------------------------------- main
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -245,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
 
     from squall.settings import load_settings
-    from squall.tools import kafka_local
+    from squall.tools import kafka_local, kafka_probe
 
     bootstrap = args.bootstrap or load_settings().kafka_bootstrap_servers
     broker_started = False
@@ -254,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # ------------------------------------------------------------ broker
         _say(f"squall demo — workdir {workdir}")
-        if kafka_local.is_answering(bootstrap, timeout_s=5.0):
+        if kafka_probe.is_answering(bootstrap, timeout_s=5.0):
             _say(f"broker: using the Kafka broker answering at {bootstrap}")
         else:
             _say(f"broker: nothing answers at {bootstrap}; starting the local broker (Maven jars, KRaft)")
@@ -351,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(requests) / max(last - first, 1e-9):.2f} requests/s in between"
             )
 
-        checks = _checks(args, spec, served, records, delay, crawl.warc_files())
-        checks.append(_audit_check(crawl.audit(), served.requests()))
+        checks = site_checks(args, spec, served, records, delay, crawl.warc_files())
+        checks.append(audit_check(crawl.audit(), served.requests()))
         checks += _search_step(crawl, records)
         _say()
         _say("=" * 78)
@@ -478,17 +358,6 @@ def _progress(t0: float) -> Any:
     return show
 
 
-def _audit_check(audit: dict[str, Any], requests: list[dict[str, Any]]) -> Check:
-    """The crawler's own politeness audit: every request the site received audited, no violation."""
-    detail = (
-        f"{audit['requests']} requests audited for {len(requests)} received, {audit['violations']} violations "
-        f"({audit['inside_block']} inside a Retry-After/back-off block)"
-    )
-    return Check(
-        "politeness audit (squall audit)", audit["violations"] == 0 and audit["requests"] == len(requests), detail
-    )
-
-
 def _cleanup(what: str, stop: Any) -> None:
     if stop is None:
         return
@@ -497,168 +366,6 @@ def _cleanup(what: str, stop: Any) -> None:
         _say(f"stopped: {what}")
     except Exception as exc:
         _say(f"demo: could not stop {what}: {type(exc).__name__}: {exc}")
-
-
-def _checks(
-    args: argparse.Namespace,
-    spec: SiteSpec,
-    served: ServedSite,
-    records: dict[str, dict[str, Any]],
-    delay: float,
-    warcs: list[Path],
-) -> list[Check]:
-    checks: list[Check] = []
-    server = served.server
-    requested = served.page_requests()
-    twice = {u: n for u, n in requested.items() if n > 1}
-    fetched_urls = {u for u, r in records.items() if r.get("status") == "FETCHED"}
-    html_files = sum(1 for h in spec.hosts.values() for p in h.pages if p.endswith((".html", "/")))
-    replay = not args.site or html_files <= REPLAY_MAX_HTML_FILES
-
-    if replay:
-        t = time.monotonic()
-        expected = server.expected_pages()
-        disallowed = server.disallowed_pages()
-        took = time.monotonic() - t
-        # A linked URL the site does not serve (404) or redirects is expected to be requested, not FETCHED.
-        kinds = {u: _page_kind(spec, u) for u in expected}
-        expect_fetched = {u for u, k in kinds.items() if k == "page"}
-        not_pages = collections.Counter(k for k in kinds.values() if k != "page")
-        how = (
-            "replayed from the index" if args.site else "replayed from each host's /"
-        ) + f" with the crawler's link parser and robots rules in {took:.1f} s"
-        checks.append(
-            Check(
-                "expected pages",
-                bool(expect_fetched),
-                f"{len(expected)} URLs reachable and allowed ({how})"
-                + (
-                    f"; of them {dict(not_pages)} not served as pages (requested, not FETCHED): "
-                    f"{_sample(u for u, k in kinds.items() if k != 'page')}"
-                    if not_pages
-                    else ""
-                ),
-            )
-        )
-        missing = expected - set(requested)
-        extra = set(requested) - expected
-        checks.append(
-            Check(
-                "every expected URL requested",
-                not missing,
-                f"{len(expected) - len(missing)}/{len(expected)}"
-                + (f"; never requested: {_sample(missing)}" if missing else ""),
-            )
-        )
-        checks.append(
-            Check(
-                "nothing else requested",
-                not extra,
-                "no request outside the expected set" if not extra else f"{len(extra)} unexpected: {_sample(extra)}",
-            )
-        )
-        checks.append(
-            Check(
-                "each URL requested exactly once",
-                not twice,
-                f"{len(requested)} URLs, {sum(requested.values())} requests"
-                + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else ""),
-            )
-        )
-        not_fetched = expect_fetched - fetched_urls
-        other_fetched = fetched_urls - expect_fetched
-        checks.append(
-            Check(
-                "every expected page FETCHED",
-                not not_fetched and not other_fetched,
-                f"{len(expect_fetched & fetched_urls)}/{len(expect_fetched)} FETCHED"
-                + (f"; not FETCHED: {_sample(_with_status(records, not_fetched))}" if not_fetched else "")
-                + (f"; FETCHED but not expected: {_sample(other_fetched)}" if other_fetched else ""),
-            )
-        )
-        once = [u for u in expect_fetched & fetched_urls if records[u].get("attempts", 1) != 1]
-        checks.append(
-            Check(
-                "fetched in one attempt",
-                not once,
-                "every FETCHED record has attempts=1" if not once else f"several attempts: {_sample(once)}",
-            )
-        )
-        if disallowed:
-            hit = disallowed & set(requested)
-            denied = {u for u, r in records.items() if r.get("reason") == "robots.denied"}
-            checks.append(
-                Check(
-                    "disallowed pages never requested",
-                    not hit,
-                    f"{len(disallowed)} disallowed URLs, {len(hit)} requested"
-                    + (f": {_sample(hit)}" if hit else "")
-                    + f"; {len(denied & disallowed)} recorded ERROR robots.denied",
-                )
-            )
-        else:
-            checks.append(
-                Check(
-                    "disallowed pages never requested",
-                    True,
-                    "nothing to check: the site's robots.txt disallows nothing (see --disallow)",
-                )
-            )
-    else:
-        checks.append(
-            Check(
-                "expected pages",
-                True,
-                f"not replayed ({html_files} HTML files > {REPLAY_MAX_HTML_FILES}): checking the crawl "
-                "against the request log instead",
-            )
-        )
-        unrequested = {u for u in fetched_urls if requested.get(u, 0) == 0}
-        checks.append(
-            Check(
-                "every FETCHED URL requested exactly once",
-                not unrequested and not twice,
-                f"{len(fetched_urls)} FETCHED"
-                + (f"; FETCHED without a request: {_sample(unrequested)}" if unrequested else "")
-                + (f"; repeated: {_sample(f'{u} ×{n}' for u, n in twice.items())}" if twice else ""),
-            )
-        )
-        checks.append(
-            Check("nothing requested twice", not twice, f"{sum(requested.values())} requests, {len(requested)} URLs")
-        )
-
-    # robots.txt: once per host (one fetch, then cached).
-    robots_n = collections.Counter(r["ip"] for r in served.requests() if r["path"] == "/robots.txt")
-    bad_robots = {ip: robots_n.get(ip, 0) for ip in spec.hosts if robots_n.get(ip, 0) != 1}
-    checks.append(
-        Check(
-            "robots.txt fetched once per host",
-            not bad_robots,
-            "1 request per host" if not bad_robots else f"requests per host: {bad_robots}",
-        )
-    )
-
-    # Politeness: the gap between two request arrivals on one host (robots.txt included).
-    gaps = {ip: served.min_gap(ip) for ip in spec.hosts}
-    slow = {ip: g for ip, (g, _n) in gaps.items() if g < delay - GAP_TOLERANCE_S}
-    shown = ", ".join(f"{ip} {g:.3f} s ({n} req)" for ip, (g, n) in sorted(gaps.items()) if n > 1) or "n/a"
-    checks.append(Check(f"min gap per host >= fetcher.server.delay {delay:g} s", not slow, shown))
-
-    # WARC: readable by warcio index; one response record per answered page request (robots.txt is not archived).
-    if not warcs:
-        checks.append(Check("WARC files", False, "no *.warc.gz written"))
-    else:
-        ok, types, err = warc_index(warcs)
-        answered = sum(1 for r in served.requests() if r["path"] != "/robots.txt" and r["status"] is not None)
-        detail = (
-            f"`warcio index` on {len(warcs)} file(s): exit {'0' if ok else 'non-zero'}, "
-            f"records {dict(types)}; {types.get('response', 0)} response records for {answered} answered "
-            "page requests"
-        )
-        if err and not ok:
-            detail += f"; stderr: {err}"
-        checks.append(Check("WARC readable by warcio index", ok and types.get("response", 0) == answered, detail))
-    return checks
 
 
 if __name__ == "__main__":

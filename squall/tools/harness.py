@@ -36,7 +36,8 @@ from typing import IO, Any
 import yaml
 
 from squall.cli.seed import SeedLine, produce_seeds
-from squall.cli.status import Report, collect, wait_idle
+from squall.cli.status import collect, wait_idle
+from squall.cli.status_report import Report
 from squall.settings import ROOT, Settings, load_settings
 
 # prctl(2) option: the signal a process gets when the thread that created it ends (Linux).
@@ -319,7 +320,7 @@ class Crawl:
 
     def records(self) -> dict[str, dict[str, Any]]:
         """The latest URL records (canonical URL → record dict) from the urls changelog."""
-        from squall.cli.status import latest_records
+        from squall.cli.status_read import latest_records
         from squall.net.kafka_security import KafkaConnection
         from squall.policy.topics import changelog_name
 

@@ -4,10 +4,9 @@ A single-node Apache Kafka 4.1.1 in KRaft mode (broker and controller in one
 JVM), run straight from the Maven jars, so tests and demos need neither Docker
 nor a Kafka download:
 
-* :func:`resolve_jars` copies ``kafka/pom.xml``'s runtime jars into a cache
-  outside the work tree (``$SQUALL_CACHE/kafka-4.1.1/libs``, by default
-  ``~/.cache/squall/kafka-4.1.1/libs``) with ``mvn dependency:copy-dependencies``
-  (once; later calls return at once).
+* :func:`squall.tools.kafka_jars.resolve_jars` copies ``kafka/pom.xml``'s
+  runtime jars into a cache outside the work tree (``$SQUALL_CACHE/kafka-4.1.1/libs``,
+  by default ``~/.cache/squall/kafka-4.1.1/libs``) with Maven (once).
 * :func:`up` formats the KRaft storage once and starts ``kafka.Kafka`` as a
   detached process. Its state directory (default
   ``$SQUALL_CACHE/broker/<port>/``, i.e. ``~/.cache/squall/broker/<port>/``)
@@ -19,186 +18,56 @@ nor a Kafka download:
   SASL_SSL with SCRAM users and ACLs (:mod:`squall.tools.kafka_secure`).
 
 The broker listens on the bootstrap address (loopback only) and its
-controller on the next port (``9092`` → ``9093``). Topics are never created
-automatically (``auto.create.topics.enable=false``): squall creates its
-topics with the configured partition count (:mod:`squall.tools.kafka_admin`).
+controller on the next port (``9092`` → ``9093``); its ``server.properties``
+is :func:`squall.tools.kafka_config.render_server_properties`. Topics are never
+created automatically: squall creates its topics with the configured partition
+count (:mod:`squall.tools.kafka_admin`). Whether a broker answers:
+:mod:`squall.tools.kafka_probe`.
 
 Every failure raises :class:`squall.errors.KafkaSetupError`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import concurrent.futures
 import contextlib
-import fcntl
-import hashlib
-import ipaddress
-import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from squall.errors import KafkaSetupError
-from squall.net.kafka_security import Broker, as_connection, quiet_client_log
+from squall.net.kafka_security import Broker
 from squall.tools import kafka_secure
+from squall.tools.kafka_config import (
+    bind_host,
+    controller_port,
+    hostport,
+    new_cluster_id,
+    parse_bootstrap,
+    render_server_properties,
+)
+from squall.tools.kafka_jars import (
+    KAFKA_VERSION,
+    ROOT,
+    cache_root,
+    jars_complete,
+    libs_dir,
+    locked,
+    resolve_jars,
+    tail_text,
+)
+from squall.tools.kafka_probe import is_answering, tcp_open
 from squall.tools.kafka_secure import SecureFiles
 
-KAFKA_VERSION = "4.1.1"
-ROOT = Path(__file__).resolve().parents[2]
-POM_FILE = ROOT / "kafka" / "pom.xml"
 LOG4J2_FILE = ROOT / "kafka" / "log4j2.yaml"
-NODE_ID = 1
 STOP_TIMEOUT_S = 30.0
-COMPLETE_MARKER = ".complete"
-_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 # Popen objects of brokers started by this process, kept so that they are not
 # garbage-collected (which would warn "subprocess is still running").
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-log = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------- pure helpers
-
-
-def parse_bootstrap(bootstrap: str) -> tuple[str, int]:
-    """Split a single ``host:port`` (or ``[v6]:port``) of a local broker.
-
-    A ``PLAINTEXT://`` prefix is accepted. The host must be a loopback name or
-    address (the local broker never listens on other interfaces), and the port
-    must leave room for the controller port (port + 1).
-
-    Raises:
-        KafkaSetupError: a list of servers, a missing/invalid port, or a
-            non-loopback host.
-    """
-    text = (bootstrap or "").strip()
-    if "://" in text:
-        scheme, _, text = text.partition("://")
-        if scheme.upper() != "PLAINTEXT":
-            raise KafkaSetupError(f"local broker: only PLAINTEXT is supported, got {bootstrap!r}")
-    if not text or "," in text:
-        raise KafkaSetupError(f"local broker: expected one host:port, got {bootstrap!r}")
-    if text.startswith("["):
-        host, sep, rest = text[1:].partition("]")
-        if not sep or not rest.startswith(":"):
-            raise KafkaSetupError(f"local broker: expected [address]:port, got {bootstrap!r}")
-        port_text = rest[1:]
-    else:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or ":" in host:
-            raise KafkaSetupError(f"local broker: expected host:port, got {bootstrap!r}")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65534:
-        raise KafkaSetupError(f"local broker: port must be 1..65534 (controller uses port + 1), got {bootstrap!r}")
-    if not host:
-        raise KafkaSetupError(f"local broker: missing host in {bootstrap!r}")
-    if not _is_loopback(host):
-        raise KafkaSetupError(f"local broker: {host!r} is not a loopback address (use 127.0.0.1 or localhost)")
-    return host, int(port_text)
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def controller_port(port: int) -> int:
-    """The KRaft controller port of a local broker listening on ``port``: port + 1."""
-    return port + 1
-
-
-def _hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _bind_host(host: str) -> str:
-    # "localhost" may resolve to ::1 only; bind the IPv4 loopback explicitly.
-    return "127.0.0.1" if host.lower() in _LOOPBACK_NAMES else host
-
-
-def render_server_properties(bootstrap: str, data_dir: Path, secure: SecureFiles | None = None) -> str:
-    """The ``server.properties`` of a single-node KRaft broker+controller.
-
-    ``bootstrap`` is the advertised ``host:port``; the controller listens on
-    port + 1; ``data_dir`` becomes ``log.dirs``. With ``secure`` the listeners
-    speak SASL_SSL and TLS and an authorizer applies ACLs
-    (:func:`squall.tools.kafka_secure.server_properties`).
-
-    Raises:
-        KafkaSetupError: ``bootstrap`` is not one loopback ``host:port``.
-    """
-    host, port = parse_bootstrap(bootstrap)
-    bind = _bind_host(host)
-    cport = controller_port(port)
-    props = {
-        "process.roles": "broker,controller",
-        "node.id": str(NODE_ID),
-        "controller.quorum.voters": f"{NODE_ID}@{_hostport(bind, cport)}",
-        "listeners": f"PLAINTEXT://{_hostport(bind, port)},CONTROLLER://{_hostport(bind, cport)}",
-        "advertised.listeners": f"PLAINTEXT://{_hostport(host, port)}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(data_dir),
-        # squall creates every topic itself, with topology.partitions.
-        "auto.create.topics.enable": "false",
-        "num.partitions": "1",
-        "default.replication.factor": "1",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0",
-        "log.retention.hours": "168",
-        "log.cleaner.enable": "true",
-    }
-    if secure is not None:
-        props.update(
-            kafka_secure.server_properties(secure, _hostport(bind, port), _hostport(host, port), _hostport(bind, cport))
-        )
-    lines = [f"# Generated by squall.tools.kafka_local for {bootstrap}; rewritten at every start.\n"]
-    lines += [f"{key}={value}\n" for key, value in props.items()]
-    return "".join(lines)
-
-
-def new_cluster_id() -> str:
-    """A random Kafka cluster id (what ``kafka-storage.sh random-uuid`` prints).
-
-    Kafka's Uuid: 16 random bytes, URL-safe base64 without padding, never
-    starting with ``-`` (it would read as a command-line option).
-    """
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-# ---------------------------------------------------------------- locations
-
-
-def cache_root() -> Path:
-    """``$SQUALL_CACHE``, else ``~/.cache/squall``."""
-    env = os.environ.get("SQUALL_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "squall"
-
-
-def libs_dir() -> Path:
-    """Where the broker jars are cached: ``<cache_root>/kafka-4.1.1/libs``."""
-    return cache_root() / f"kafka-{KAFKA_VERSION}" / "libs"
 
 
 def default_state_dir(bootstrap: str) -> Path:
@@ -220,178 +89,6 @@ class _Paths:
         self.secure = SecureFiles(self.state / "secure")
         # written once the storage is formatted with the secured broker's SCRAM users
         self.secure_marker = self.data / ".squall-secure"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (created) for the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-# ---------------------------------------------------------------- jars
-
-
-def _pom_digest() -> str:
-    return hashlib.sha256(POM_FILE.read_bytes()).hexdigest()
-
-
-def jars_complete(libs: Path | None = None) -> bool:
-    """True if ``libs`` holds a finished copy of the jars of the current POM."""
-    libs = libs or libs_dir()
-    marker = libs / COMPLETE_MARKER
-    try:
-        return marker.read_text().strip() == _pom_digest() and any(libs.glob("kafka_2.13-*.jar"))
-    except OSError:
-        return False
-
-
-def resolve_jars(timeout_s: float = 900.0) -> Path:
-    """Copy the broker's jars into the cache with Maven; return the libs directory.
-
-    Runs ``mvn -q -B -f kafka/pom.xml dependency:copy-dependencies`` into a
-    temporary directory next to the cache and renames it into place, so the
-    cache is either complete or absent. Idempotent: returns at once when the
-    cache already holds the jars of the current POM (a ``.complete`` marker
-    records the POM's sha256). Concurrent callers wait on a lock.
-    ``$SQUALL_MAVEN_REPO`` sets ``-Dmaven.repo.local`` (default: Maven's
-    ``~/.m2/repository``). ``timeout_s`` is in seconds.
-
-    Raises:
-        KafkaSetupError: Maven is missing or the resolution failed.
-    """
-    libs = libs_dir()
-    if jars_complete(libs):
-        return libs
-    if not POM_FILE.is_file():
-        raise KafkaSetupError(f"{POM_FILE} is missing (squall must run from its source tree)")
-    mvn = os.environ.get("SQUALL_MVN") or shutil.which("mvn")
-    if not mvn:
-        raise KafkaSetupError(
-            "Apache Maven (mvn) is not on PATH; install it (e.g. apt-get install maven) or set SQUALL_MVN"
-        )
-    with _locked(libs.parent / ".lock"):
-        if jars_complete(libs):
-            return libs
-        tmp = libs.parent / f"libs.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        cmd = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM_FILE),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={tmp}",
-            "-DincludeScope=runtime",
-        ]
-        repo = os.environ.get("SQUALL_MAVEN_REPO")
-        if repo:
-            cmd.append(f"-Dmaven.repo.local={Path(repo).expanduser()}")
-        try:
-            proc = subprocess.run(
-                cmd, cwd=libs.parent, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise KafkaSetupError(f"mvn did not finish within {timeout_s:.0f} s") from exc
-        except OSError as exc:
-            raise KafkaSetupError(f"could not run mvn: {exc}") from exc
-        if proc.returncode != 0 or not any(tmp.glob("kafka_2.13-*.jar")):
-            shutil.rmtree(tmp, ignore_errors=True)
-            tail = _tail_text((proc.stdout or "") + (proc.stderr or ""), 30)
-            raise KafkaSetupError(f"mvn dependency:copy-dependencies failed (exit {proc.returncode}):\n{tail}")
-        (tmp / COMPLETE_MARKER).write_text(_pom_digest() + "\n")
-        shutil.rmtree(libs, ignore_errors=True)
-        tmp.rename(libs)
-    return libs
-
-
-# ---------------------------------------------------------------- probing
-
-
-def _run_coro(coro: Any) -> Any:
-    """Run a coroutine to completion from sync code, even inside a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-def _split_servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in (bootstrap or "").split(","):
-        item = item.strip().split("://")[-1]
-        if not item:
-            continue
-        if item.startswith("["):
-            host, _, rest = item[1:].partition("]")
-            port_text = rest.lstrip(":")
-        else:
-            host, _, port_text = item.rpartition(":")
-        if host and port_text.isdigit():
-            out.append((host, int(port_text)))
-    return out
-
-
-def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True if a TCP connection to ``host:port`` succeeds within ``timeout_s`` seconds."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-async def is_answering_async(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
-    """True if a Kafka broker at ``bootstrap`` answers a metadata request.
-
-    A TCP connect first (cheap, no client log noise), then aiokafka's admin
-    client bootstraps (MetadataRequest) and describes the cluster through the
-    advertised listener. ``timeout_s`` (seconds) bounds the whole probe.
-    ``bootstrap`` may be a :class:`~squall.net.kafka_security.KafkaConnection`
-    (a secured broker answers only to a client it lets in).
-    """
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    conn = as_connection(bootstrap)
-    bootstrap = conn.bootstrap
-    servers = _split_servers(bootstrap)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    reachable = False
-    for host, port in servers:
-        left = max(0.05, deadline - loop.time())
-        if await loop.run_in_executor(None, tcp_open, host, port, min(left, 2.0)):
-            reachable = True
-            break
-    if not reachable:
-        return False
-    left = max(0.1, deadline - loop.time())
-    with quiet_client_log():
-        admin = AIOKafkaAdminClient(**conn.client_kwargs(), request_timeout_ms=max(100, int(left * 1000)))
-        try:
-            async with asyncio.timeout(left):
-                await admin.start()
-                cluster = await admin.describe_cluster()
-            return bool(cluster.get("brokers"))
-        except Exception:
-            return False
-        finally:
-            with contextlib.suppress(Exception):
-                await admin.close()
-
-
-def is_answering(bootstrap: Broker, timeout_s: float = 5.0) -> bool:
-    """Sync :func:`is_answering_async`: does a Kafka broker answer at ``bootstrap``?"""
-    return bool(_run_coro(is_answering_async(bootstrap, timeout_s)))
 
 
 # ---------------------------------------------------------------- processes
@@ -471,13 +168,9 @@ def _jvm_args(paths: _Paths) -> list[str]:
     ]
 
 
-def _tail_text(text: str, lines: int) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def _tail(path: Path, lines: int = 20) -> str:
     try:
-        return _tail_text(path.read_text(errors="replace"), lines)
+        return tail_text(path.read_text(errors="replace"), lines)
     except OSError:
         return ""
 
@@ -507,7 +200,7 @@ def _format_storage(paths: _Paths, java: str, libs: Path, extra: list[str] | Non
     except (OSError, subprocess.SubprocessError) as exc:
         raise KafkaSetupError(f"could not run kafka.tools.StorageTool format: {exc}") from exc
     if proc.returncode != 0:
-        tail = _tail_text(proc.stdout + proc.stderr, 20)
+        tail = tail_text(proc.stdout + proc.stderr, 20)
         raise KafkaSetupError(f"formatting the KRaft storage in {paths.data} failed (exit {proc.returncode}):\n{tail}")
 
 
@@ -569,7 +262,7 @@ def up(
         what = "a broker without TLS and SASL" if secure else "the secured broker (kafka up --secure)"
         raise KafkaSetupError(f"{what} answers at {bootstrap}: stop it first (kafka down)")
     paths.state.mkdir(parents=True, exist_ok=True)
-    with _locked(paths.lock):
+    with locked(paths.lock):
         pid = _our_pid(paths)
         if pid is not None:
             # Our broker is running (maybe still starting, maybe started by a
@@ -580,14 +273,14 @@ def up(
                 f"local broker (pid {pid}) at {bootstrap} does not answer; see {paths.log}\n{_tail(paths.log)}"
             )
         paths.pid.unlink(missing_ok=True)
-        bind = _bind_host(host)
+        bind = bind_host(host)
         if tcp_open(bind, port):
             raise KafkaSetupError(
-                f"{_hostport(bind, port)} is in use by something that does not answer as a Kafka broker"
+                f"{hostport(bind, port)} is in use by something that does not answer as a Kafka broker"
             )
         if tcp_open(bind, controller_port(port)):
             raise KafkaSetupError(
-                f"controller port {_hostport(bind, controller_port(port))} (broker port + 1) is in use by another process"
+                f"controller port {hostport(bind, controller_port(port))} (broker port + 1) is in use by another process"
             )
         if not jars_complete():
             say(f"kafka: resolving Kafka {KAFKA_VERSION} jars with Maven into {libs_dir()} (once)")
@@ -689,7 +382,7 @@ def down(bootstrap: str, data_dir: Path | None = None, wipe: bool = False, timeo
     paths = _Paths(bootstrap, data_dir)
     if not paths.state.is_dir():
         return False
-    with _locked(paths.lock):
+    with locked(paths.lock):
         pid = _our_pid(paths)
         if pid is not None:
             _stop_pid(pid, timeout_s)

@@ -24,7 +24,7 @@ from squall.tools import fault_metrics as fm
 from squall.tools import kafka_local
 from squall.tools.harness import Crawl
 from squall.policy.partition import partition_for_key, partition_key
-from squall.cli.status import latest_records
+from squall.cli.status_read import latest_records
 from squall.tools.testsite import ThreadedSite
 from squall.policy.topics import changelog_name
 

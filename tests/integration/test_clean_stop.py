@@ -14,7 +14,7 @@ import asyncio
 import signal
 import time
 
-from squall.cli.status import latest_records
+from squall.cli.status_read import latest_records
 from squall.policy.topics import changelog_name
 from squall.tools.site_spec import generated_site
 
@@ -23,13 +23,13 @@ HOSTS = [f"127.0.0.{i}" for i in range(2, 6)]
 
 async def _unconsumed_handouts(settings) -> set[str]:
     """URLs of the fetch messages the group has not consumed yet (after its committed offsets)."""
-    from squall.cli.status import _committed
+    from squall.cli.status_read import committed_offsets
     from squall.policy.records import FetchMessage
     from squall.policy.topics import topic_name
     from squall.tools.kafka_admin import read_partitioned
 
     topic = topic_name(settings, "fetch")
-    committed = await _committed(settings) or {}
+    committed = await committed_offsets(settings) or {}
     starts = {p: o for (t, p), o in committed.items() if t == topic}
     return {FetchMessage.from_bytes(v).url async for _p, _k, v in read_partitioned(
         settings.kafka_bootstrap_servers, topic, missing_ok=True, starts=starts) if v is not None}

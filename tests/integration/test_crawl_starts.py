@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from squall.cli.status import group_members
+from squall.cli.status_read import group_members
 from squall.tools.site_spec import generated_site
 
 HOSTS = [f"127.0.0.{i}" for i in range(2, 10)]  # 8 hosts over 4 partitions: every worker owns some

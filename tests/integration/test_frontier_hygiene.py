@@ -117,7 +117,7 @@ def _proc_kb(pid: int, field: str) -> int:
 
 def _host_records(c: Crawl) -> dict[str, dict[str, Any]]:
     """Latest hosts-table records (partition key → HostRecord dict) from the changelog."""
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.policy.topics import changelog_name
 
     return asyncio.run(latest_records(c.settings["kafka.bootstrap.servers"], changelog_name(c.settings, "hosts")))

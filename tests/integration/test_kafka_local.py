@@ -7,7 +7,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from squall.tools import kafka_local
+from squall.tools import kafka_probe
 from squall.errors import ConfigError
 from squall.tools.kafka_admin import end_offsets, ensure_topics, read_topic
 
@@ -17,8 +17,8 @@ def _topic(prefix: str) -> str:
 
 
 async def test_broker_answers(kafka_bootstrap: str) -> None:
-    assert await kafka_local.is_answering_async(kafka_bootstrap, timeout_s=10)
-    assert kafka_local.is_answering(kafka_bootstrap, timeout_s=10)
+    assert await kafka_probe.is_answering_async(kafka_bootstrap, timeout_s=10)
+    assert kafka_probe.is_answering(kafka_bootstrap, timeout_s=10)
 
 
 async def test_ensure_topics_creates_with_partitions_and_is_idempotent(kafka_bootstrap: str) -> None:

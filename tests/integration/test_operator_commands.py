@@ -53,7 +53,7 @@ def _send(c: Crawl, op: Op, **kw: Any) -> Command:
 
 
 def _changelog(c: Crawl, table: str) -> dict[str, dict[str, Any]]:
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 
@@ -369,12 +369,12 @@ def _take_over(c: Crawl) -> float:
 
 def _control_committed(c: Crawl) -> bool:
     """Whether the worker group's committed offsets of the control topic are at its end on every partition."""
-    from squall.cli.status import _committed
+    from squall.cli.status_read import committed_offsets
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import topic_name
     from squall.tools.kafka_admin import end_offsets
 
     topic = topic_name(c.settings, "control")
-    committed = asyncio.run(_committed(c.settings)) or {}
+    committed = asyncio.run(committed_offsets(c.settings)) or {}
     ends = asyncio.run(end_offsets(KafkaConnection.from_settings(c.settings), topic))
     return all(committed.get((topic, p), 0) >= end for p, end in ends.items())

@@ -35,7 +35,7 @@ import pytest
 from squall.tools.harness import Crawl
 from squall.policy.partition import partition_for_key
 from squall.policy.records import SignalKind, SignalMessage
-from squall.cli.status import latest_records
+from squall.cli.status_read import latest_records
 from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec
 from squall.policy.topics import changelog_name, topic_name
 

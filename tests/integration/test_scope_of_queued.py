@@ -56,7 +56,7 @@ def test_queued_urls_out_of_scope_after_a_restart_end_with_their_scope_reason_un
 
 
 def _host_record(c, key: str) -> dict:  # noqa: ANN001
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
     from squall.net.kafka_security import KafkaConnection
     from squall.policy.topics import changelog_name
 

@@ -175,22 +175,11 @@ def test_the_fetcher_agent_is_at_most_300_lines() -> None:
 
 
 GENERATED = {ROOT / "squall" / "settings" / "fields.py"}  # written by scripts/gen_settings_fields.py
-# Modules still over MAX_MODULE_LINES, each to split by concept; the list may only shrink.
-STILL_LONG = {
-    ROOT / "squall" / "cli" / "status.py",
-    ROOT / "squall" / "tools" / "demo.py",
-    ROOT / "squall" / "tools" / "kafka_local.py",
-}
 MODULES = sorted(
     p
     for p in [*AGENTS, *(ROOT / "topology").glob("*.py"), *(ROOT / "squall").rglob("*.py")]
-    if p not in GENERATED | STILL_LONG
+    if p not in GENERATED
 )
-
-
-def test_every_module_still_listed_as_long_is_long() -> None:
-    short = [str(p.relative_to(ROOT)) for p in STILL_LONG if len(p.read_text(encoding="utf-8").splitlines()) <= MAX_MODULE_LINES]
-    assert short == [], f"now at most {MAX_MODULE_LINES} lines: drop them from STILL_LONG"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -303,7 +303,7 @@ def test_a_frontier_dump_is_a_seed_file_that_reads_back_to_the_same_urls_and_met
 
 
 def test_squall_status_shows_the_last_operator_command_next_to_its_host_and_counts_held_urls_apart() -> None:
-    from squall.cli.status import build_report
+    from squall.cli.status_counts import build_report
 
     limited = apply_to_host(HostRecord(key="a.org"), cmd(Op.HOST_LIMIT, host="a.org", pages=1))
     limited = HostRecord.from_dict({**limited.to_dict(), "pages_fetched": 1})
@@ -322,7 +322,7 @@ def test_squall_status_shows_the_last_operator_command_next_to_its_host_and_coun
 
 
 def test_squall_status_says_which_partitions_are_paused_and_by_whom() -> None:
-    from squall.cli.status import build_report, paused_partitions
+    from squall.cli.status_counts import build_report, paused_partitions
 
     pause = cmd(Op.CRAWL_PAUSE)
     control = {

@@ -1,4 +1,5 @@
-"""Unit tests of squall.tools.kafka_local's pure parts (no broker, no JVM)."""
+"""Unit tests of the local broker's parts that need no broker and no JVM: its configuration
+(squall.tools.kafka_config), jar cache (kafka_jars), probe (kafka_probe) and kafka_local's refusals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from squall.cli import kafka as kafka_cli
-from squall.tools import kafka_local
+from squall.tools import kafka_config, kafka_jars, kafka_local, kafka_probe
 from squall.errors import KafkaSetupError
 
 
@@ -35,7 +36,7 @@ def _props(text: str) -> dict[str, str]:
     ],
 )
 def test_parse_bootstrap(bootstrap: str, expected: tuple[str, int]) -> None:
-    assert kafka_local.parse_bootstrap(bootstrap) == expected
+    assert kafka_config.parse_bootstrap(bootstrap) == expected
 
 
 @pytest.mark.parametrize(
@@ -56,16 +57,16 @@ def test_parse_bootstrap(bootstrap: str, expected: tuple[str, int]) -> None:
 )
 def test_bad_bootstrap_raises(bootstrap: str) -> None:
     with pytest.raises(KafkaSetupError):
-        kafka_local.parse_bootstrap(bootstrap)
+        kafka_config.parse_bootstrap(bootstrap)
 
 
 def test_controller_port_is_next_port() -> None:
-    assert kafka_local.controller_port(9092) == 9093
-    assert kafka_local.controller_port(19092) == 19093
+    assert kafka_config.controller_port(9092) == 9093
+    assert kafka_config.controller_port(19092) == 19093
 
 
 def test_server_properties(tmp_path: Path) -> None:
-    props = _props(kafka_local.render_server_properties("127.0.0.1:19092", tmp_path / "data"))
+    props = _props(kafka_config.render_server_properties("127.0.0.1:19092", tmp_path / "data"))
     assert props["process.roles"] == "broker,controller"
     assert props["node.id"] == "1"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
@@ -81,45 +82,45 @@ def test_server_properties(tmp_path: Path) -> None:
 
 
 def test_server_properties_localhost_binds_ipv4_and_advertises_name(tmp_path: Path) -> None:
-    props = _props(kafka_local.render_server_properties("localhost:9092", tmp_path))
+    props = _props(kafka_config.render_server_properties("localhost:9092", tmp_path))
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
     assert props["advertised.listeners"] == "PLAINTEXT://localhost:9092"
 
 
 def test_server_properties_ipv6(tmp_path: Path) -> None:
-    props = _props(kafka_local.render_server_properties("[::1]:9092", tmp_path))
+    props = _props(kafka_config.render_server_properties("[::1]:9092", tmp_path))
     assert props["listeners"] == "PLAINTEXT://[::1]:9092,CONTROLLER://[::1]:9093"
     assert props["controller.quorum.voters"] == "1@[::1]:9093"
 
 
 def test_server_properties_bad_bootstrap(tmp_path: Path) -> None:
     with pytest.raises(KafkaSetupError):
-        kafka_local.render_server_properties("192.0.2.1:9092", tmp_path)
+        kafka_config.render_server_properties("192.0.2.1:9092", tmp_path)
 
 
 def test_cluster_id_is_kafka_uuid() -> None:
     for _ in range(200):
-        cid = kafka_local.new_cluster_id()
+        cid = kafka_config.new_cluster_id()
         assert len(cid) == 22 and not cid.startswith("-")
         assert len(base64.urlsafe_b64decode(cid + "==")) == 16
 
 
 def test_cache_locations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SQUALL_CACHE", str(tmp_path))
-    assert kafka_local.libs_dir() == tmp_path / "kafka-4.1.1" / "libs"
+    assert kafka_jars.libs_dir() == tmp_path / "kafka-4.1.1" / "libs"
     assert kafka_local.default_state_dir("127.0.0.1:19092") == tmp_path / "broker" / "19092"
     monkeypatch.delenv("SQUALL_CACHE")
-    assert kafka_local.cache_root() == Path.home() / ".cache" / "squall"
+    assert kafka_jars.cache_root() == Path.home() / ".cache" / "squall"
 
 
 def test_jars_incomplete_without_marker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SQUALL_CACHE", str(tmp_path))
-    libs = kafka_local.libs_dir()
+    libs = kafka_jars.libs_dir()
     libs.mkdir(parents=True)
     (libs / "kafka_2.13-4.1.1.jar").write_bytes(b"")
-    assert not kafka_local.jars_complete()
+    assert not kafka_jars.jars_complete()
     (libs / ".complete").write_text("stale digest\n")
-    assert not kafka_local.jars_complete()
+    assert not kafka_jars.jars_complete()
 
 
 def _free_port() -> int:
@@ -129,7 +130,7 @@ def _free_port() -> int:
 
 
 def test_is_answering_false_on_closed_port() -> None:
-    assert kafka_local.is_answering(f"127.0.0.1:{_free_port()}", timeout_s=2) is False
+    assert kafka_probe.is_answering(f"127.0.0.1:{_free_port()}", timeout_s=2) is False
 
 
 def test_is_answering_false_for_non_kafka_listener() -> None:
@@ -137,7 +138,7 @@ def test_is_answering_false_for_non_kafka_listener() -> None:
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         port = srv.getsockname()[1]
-        assert kafka_local.is_answering(f"127.0.0.1:{port}", timeout_s=1.5) is False
+        assert kafka_probe.is_answering(f"127.0.0.1:{port}", timeout_s=1.5) is False
 
 
 def test_up_refuses_port_taken_by_something_else(tmp_path: Path) -> None:

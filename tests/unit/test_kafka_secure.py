@@ -10,7 +10,7 @@ import pytest
 
 from squall.net.kafka_security import KafkaConnection
 from squall.settings import load_settings
-from squall.tools import kafka_local, kafka_secure
+from squall.tools import kafka_config, kafka_secure
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_a_second_prepare_keeps_the_passwords_and_fresh_makes_new_ones(files: ka
 def test_the_secured_broker_listens_sasl_ssl_and_its_controller_only_to_its_own_certificate(
     files: kafka_secure.SecureFiles, tmp_path: Path
 ) -> None:
-    text = kafka_local.render_server_properties("127.0.0.1:19892", tmp_path / "data", files)
+    text = kafka_config.render_server_properties("127.0.0.1:19892", tmp_path / "data", files)
     props = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
     assert props["listeners"] == "SASL_SSL://127.0.0.1:19892,CONTROLLER://127.0.0.1:19893"
     assert props["advertised.listeners"] == "SASL_SSL://127.0.0.1:19892"

@@ -1,4 +1,4 @@
-"""Tests of squall.cli.status.build_report (``squall status``): counts from table records, fake clock."""
+"""Tests of squall.cli.status_counts.build_report (``squall status``): counts from table records, fake clock."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Reason, Status
 from squall.policy.schedule import UrlRecord
-from squall.cli.status import Report, build_report
+from squall.cli.status_counts import build_report
+from squall.cli.status_report import Report
 
 NOW = 1_714_564_800.0  # the fake clock
 
@@ -215,7 +216,7 @@ def test_rendered_pages_render_failures_and_refused_browser_requests_are_counted
 async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) -> None:
     """A record that moved partition (byIP) stays live whatever order the partitions are read in."""
     import squall.tools.kafka_admin
-    from squall.cli.status import latest_records
+    from squall.cli.status_read import latest_records
 
     moved = [(0, b"u", b'{"key": "10.0.0.1"}'), (2, b"u", b'{"key": "10.0.0.2"}'), (0, b"u", None),
              (1, b"gone", b'{"key": "k"}'), (1, b"gone", None)]
@@ -230,7 +231,7 @@ async def test_a_tombstone_deletes_a_key_only_in_its_own_partition(monkeypatch) 
 
 
 def test_partitions_of_agent_topics_that_no_member_of_a_stable_group_holds_are_unassigned():
-    from squall.cli.status import unassigned_partitions
+    from squall.cli.status_counts import unassigned_partitions
 
     needed = {"x-status": 2, "x-ticks": 2}
     members = {"m1": {"x-status": [0], "x-ticks": []}, "m2": {"x-status": [1], "x-ticks": [1]}}
@@ -263,13 +264,13 @@ RECENT_CASES = [
 
 @pytest.mark.parametrize(("offsets", "expected"), RECENT_CASES)
 def test_the_recent_rate_divides_by_the_time_the_window_really_covers(offsets, expected):
-    from squall.cli.status import recent_rate
+    from squall.cli.status_counts import recent_rate
 
     assert recent_rate([NOW + o for o in offsets], NOW) == pytest.approx(expected)
 
 
 def test_the_average_rate_leaves_idle_gaps_between_re_seeds_out():
-    from squall.cli.status import active_rate
+    from squall.cli.status_counts import active_rate
 
     burst = [i * 0.25 for i in range(40)]  # 10 s at 4 pages/s (9.75 s between the first and the last)
     assert active_rate([NOW + t for t in burst]) == pytest.approx(40 / 9.75)
