@@ -280,12 +280,7 @@ def test_a_frontier_dump_seeded_into_a_new_crawl_reproduces_its_url_set(site, cr
 
 
 def test_a_pause_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
-    hosts = ("127.0.0.32", "127.0.0.33")
-    served = site(SiteSpec(hosts={ip: _host(8) for ip in hosts}))
-    c = crawl(**{"fetcher.server.delay": 0.5, "kafka.session.timeout.secs": 6.0})
-    c.start_worker("w1")
-    c.seed(served.seeds)
-    _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= 2 for ip in hosts))
+    served, c = _crawled_by_w1(site, crawl, {"127.0.0.32": 8, "127.0.0.33": 8}, delay_s=0.5, fetched=2)
     applied_at = _applied_to_crawl(c, _send(c, Op.CRAWL_PAUSE))
     # w1 committed its control-topic offsets: w2 does not read the command again, the control table is all it has
     _take_over(c)  # w2 has a table directory of its own: the pause comes back from the control changelog
@@ -300,11 +295,7 @@ def test_a_pause_holds_after_the_owning_worker_is_killed_and_another_takes_over(
 
 def test_a_block_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
     ip, block_s = "127.0.0.34", 20.0
-    served = site(SiteSpec(hosts={ip: _host(8)}))
-    c = crawl(**{"fetcher.server.delay": 0.5, "kafka.session.timeout.secs": 6.0})
-    c.start_worker("w1")
-    c.seed(served.seeds)
-    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 2)
+    served, c = _crawled_by_w1(site, crawl, {ip: 8}, delay_s=0.5, fetched=2)
     cmd = _send(c, Op.HOST_BLOCK, host=ip, until_s=time.time() + block_s, reason="takeover")
     applied_at = _applied_to_host(c, ip, cmd)
     _take_over(c)
@@ -317,11 +308,7 @@ def test_a_block_holds_after_the_owning_worker_is_killed_and_another_takes_over(
 
 def test_a_delay_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
     ip, new_delay_s = "127.0.0.37", 1.5
-    served = site(SiteSpec(hosts={ip: _host(11)}))
-    c = crawl(**{"fetcher.server.delay": 0.3, "kafka.session.timeout.secs": 6.0})
-    c.start_worker("w1")
-    c.seed(served.seeds)
-    _until("no page fetched", lambda: len(_page_times(served, ip)) >= 3)
+    served, c = _crawled_by_w1(site, crawl, {ip: 11}, delay_s=0.3, fetched=3)
     applied_at = _applied_to_host(c, ip, _send(c, Op.HOST_DELAY, host=ip, delay_s=new_delay_s))
     _until("one fetch at the new delay", lambda: len([t for t in _page_times(served, ip) if t > applied_at]) >= 2)
     taken_over_at = _take_over(c)  # the delay comes back from the hosts changelog, not from the command
@@ -335,7 +322,7 @@ def test_a_delay_holds_after_the_owning_worker_is_killed_and_another_takes_over(
 def test_a_page_limit_holds_after_the_owning_worker_is_killed_and_another_takes_over(site, crawl) -> None:
     ip = "127.0.0.38"
     served = site(SiteSpec(hosts={ip: _host(9)}))  # ten pages
-    c = crawl(**{"fetcher.server.delay": 1.0, "kafka.session.timeout.secs": 6.0})
+    c = crawl(**{"fetcher.server.delay": 1.0, "kafka.session.timeout.secs": TAKEOVER_SESSION_S})
     c.start_worker("w1")
     _applied_to_host(c, ip, _send(c, Op.HOST_LIMIT, host=ip, pages=5))
     c.seed(served.seeds)
@@ -351,6 +338,23 @@ def test_a_page_limit_holds_after_the_owning_worker_is_killed_and_another_takes_
     assert len(served.page_requests()) == 5, served.page_requests()  # a fetch cut by the kill may be repeated, not a sixth page
     host = _changelog(c, "hosts")[ip]
     assert (host["pages_fetched"], host["page_limit"], host["in_flight"]) == (5, 5, {}), host
+
+
+TAKEOVER_SESSION_S = 6.0  # kafka.session.timeout.secs of the takeover tests: the group notices the kill quickly
+
+
+def _crawled_by_w1(site, crawl, pages: dict[str, int], delay_s: float, fetched: int) -> tuple[Any, Crawl]:
+    """The served site and the crawl of ``pages`` (address → linked pages besides ``/``) by worker ``w1`` alone.
+
+    ``delay_s`` is ``fetcher.server.delay`` (s); returned once every host had
+    ``fetched`` page requests, ready for a command and :func:`_take_over`.
+    """
+    served = site(SiteSpec(hosts={ip: _host(n) for ip, n in pages.items()}))
+    c = crawl(**{"fetcher.server.delay": delay_s, "kafka.session.timeout.secs": TAKEOVER_SESSION_S})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    _until("no page fetched", lambda: all(len(_page_times(served, ip)) >= fetched for ip in pages))
+    return served, c
 
 
 def _take_over(c: Crawl) -> float:
