@@ -34,7 +34,11 @@ from .schedule import Fault, Trial
 PARTITIONS = 4
 SESSION_TIMEOUT_S = 6.0
 FINISH_TIMEOUT_S = 300.0
-_UNPLANNED = re.compile(r"Thread keepalive is not responding|UnknownMemberIdError|IllegalGenerationError")
+# a member dropped, or made to rejoin, because load starved its heartbeats: the last one is squall's own fence
+# (squall.worker.group_lease: a heartbeat answered only after the fence closed is not trusted)
+_UNPLANNED = re.compile(
+    r"Thread keepalive is not responding|UnknownMemberIdError|IllegalGenerationError|not trusted .*; rejoining"
+)
 _PARTITIONS_LINE = re.compile(r"due index rebuilt for partitions \[([0-9, ]*)\]")
 
 
