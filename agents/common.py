@@ -20,6 +20,7 @@ from squall.policy.frontier import HostRecord
 from squall.policy.handout import HandoutConfig
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.pace import PaceConfig
+from squall.policy.partition import PartitionMode
 from squall.policy.render_policy import RenderConfig
 from squall.policy.robots_rules import product_token
 from squall.policy.schedule import ScheduleConfig
@@ -37,11 +38,10 @@ log = logging.getLogger("squall.agents")
 class AgentConfig:
     """The configuration objects the agents use, built from the settings once, when the worker first needs them.
 
-    The one home of the partition mode for the agents: ``mode`` is
-    ``partition.url.mode``, ``by_ip`` whether it is ``byIP``, ``partitions``
-    is ``topology.partitions``; ``parse_mode`` is the mode the parse step
-    batches outlinks by (byIP keys need a DNS answer the parse step does not
-    have: its batches group by host name). Plain values are read from the
+    The partition mode for the agents: ``mode``, ``by_ip``, ``partitions``
+    and ``parse_mode`` are those of :class:`squall.policy.partition.PartitionMode`
+    (the one reading of ``partition.url.mode`` and ``topology.partitions``,
+    shared with the fetch runtime). Plain values are read from the
     settings where they are used; a test hands in another config by setting
     ``app.squall_agent_config``.
     """
@@ -68,13 +68,13 @@ class AgentConfig:
     @classmethod
     def from_settings(cls, s: Settings) -> AgentConfig:
         scope = ScopeConfig.from_settings(s)
-        mode = s.partition_url_mode
+        partition = PartitionMode.from_settings(s)
         normalizer = NormalizerConfig.from_settings(s)
         return cls(
-            mode=mode,
-            by_ip=mode == "byIP",
-            partitions=s.topology_partitions,
-            parse_mode="byHost" if mode == "byIP" else mode,
+            mode=partition.mode,
+            by_ip=partition.by_ip,
+            partitions=partition.partitions,
+            parse_mode=partition.parse_mode,
             normalizer=normalizer,
             canonical=CanonicalCache(normalizer),
             scope=scope,

@@ -40,7 +40,7 @@ async def emit_robots_sitemaps(origin: str, entry: RobotsEntry, key: str) -> Non
             entry.robots_text,
             origin=origin,
             config=config().sitemap,
-            host_seeded=load_host(key).seeded_for(host_of(origin), config().mode == "byIP"),
+            host_seeded=load_host(key).seeded_for(host_of(origin), config().by_ip),
         )
         for status in discovery_statuses(urls, config().normalizer):
             await status_topic.send(key=partition_key(status.url, config().mode).encode(), value=status.to_bytes())

@@ -22,7 +22,7 @@ from agents.common import config, fetch_runtime, load_host, save_host, tables
 from agents.worker_state import state
 from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
-from squall.policy.records import FetchMessage
+from squall.policy.records import FetchMessage, TickMessage
 from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import stranded
 from topology import app, fetch_topic, settings, ticks_topic
@@ -116,6 +116,4 @@ async def send_ticks() -> None:
             continue
         held.tick_sent_at[partition] = now
         # readable JSON like every other topic (Kafka UI, `squall tail ticks`); the spout ignores the value
-        await ticks_topic.send(
-            key=b"tick", value=b'{"partition":%d,"sent_at_s":%.3f}' % (partition, now), partition=partition
-        )
+        await ticks_topic.send(key=b"tick", value=TickMessage(partition, now).to_bytes(), partition=partition)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from squall.policy.audit import audits_of
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
 from squall.policy.reasons import Status
@@ -72,7 +72,7 @@ class TableGauges(Collector):
         )
         in_flight = sum(len(h.in_flight) for h in hosts)
         blocked = sum((h.blocked_until_s or 0.0) > now for h in hosts)
-        backing_off = sum(bool((h.backoff or {}).get("attempts")) for h in hosts)
+        backing_off = sum(h.backoff_attempts > 0 for h in hosts)
         yield GaugeMetricFamily("squall_in_flight_urls", "URLs handed out and not answered yet", value=in_flight)
         yield GaugeMetricFamily("squall_hosts_blocked", "Hosts blocked now (Retry-After or back-off)", value=blocked)
         yield GaugeMetricFamily(
@@ -111,11 +111,8 @@ def _consumer_lag() -> dict[str, int]:
 
 
 def _host_families() -> Iterator[GaugeMetricFamily]:
-    audits: dict[str, dict[str, Any]] = {}
-    for value in audit_table.values():
-        if isinstance(value, dict) and "key" in value:
-            audits[value["key"]] = value
-    top = top_keys(((k, int(v.get("requests") or 0)) for k, v in audits.items()), settings.metrics_hosts_top)
+    audits = audits_of(audit_table.values())
+    top = top_keys(((k, a.requests) for k, a in audits.items()), settings.metrics_hosts_top)
     fams = {
         "requests": GaugeMetricFamily(
             "squall_host_requests", "Requests audited, top hosts (metrics.hosts.top)", labels=["host"]
@@ -130,7 +127,7 @@ def _host_families() -> Iterator[GaugeMetricFamily]:
     }
     for key in top:
         for field, fam in fams.items():
-            value = audits[key].get(field)
+            value = getattr(audits[key], field)
             if value is not None:
                 fam.add_metric([key], float(value))
     yield from fams.values()

@@ -19,7 +19,7 @@ from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import assigned_since, release_at_s
 from topology import app, settings, ticks_topic
 
-log = logging.getLogger("squall.runtime")
+log = logging.getLogger("squall.worker_state")
 
 
 class WorkerState:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from squall.policy.audit import HostAudit, merge, summary, worst_first
+from squall.policy.audit import HostAudit, audits_of, summary, worst_first
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -24,13 +24,7 @@ if TYPE_CHECKING:
 
 def parse_records(latest: Mapping[str, Mapping[str, Any]]) -> list[HostAudit]:
     """The audits among changelog values (key → record dict); a record of another shape is skipped."""
-    out = []
-    for value in latest.values():
-        try:
-            out.append(HostAudit.from_dict(value))
-        except (TypeError, ValueError):
-            continue
-    return list(merge(out).values())
+    return list(audits_of(latest.values()).values())
 
 
 async def collect_audits(settings: Settings) -> list[HostAudit]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from squall.policy.control import CrawlControl, crawl_key
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
+from squall.policy.url_view import url_view
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -47,7 +48,7 @@ def delay_and_why(host: HostRecord, crawl: CrawlControl | None, server_delay_s: 
         base_s, why = crawl.delay_s, "crawl.delay"
     delay_s = host.delay_s or base_s
     if delay_s > base_s + 1e-9:
-        why = "back-off" if host.backoff and host.backoff.get("attempts") else "Crawl-delay"
+        why = "back-off" if host.backoff_attempts else "Crawl-delay"
     return delay_s, why
 
 
@@ -70,8 +71,8 @@ def host_rows(
         now_s: current time (Unix s), to tell a block in force.
     """
     counts: dict[str, Counter[str]] = {}
-    for record in urls.values():
-        counts.setdefault(str(record.get("key")), Counter())[str(record.get("status"))] += 1
+    for view in map(url_view, urls.values()):  # the one reader of a URL record for reports
+        counts.setdefault(str(view.key), Counter())[view.status] += 1
     rows: list[dict[str, Any]] = []
     for key in sorted(set(hosts) | set(counts)):
         host = HostRecord.from_dict(hosts.get(key) or {"key": key})
@@ -140,12 +141,12 @@ def dump_lines(urls: Mapping[str, Mapping[str, Any]], status: str | None = None)
     format: those characters become spaces.
     """
     for url in sorted(urls):
-        record = urls[url]
-        if status is not None and record.get("status") != status:
+        view = url_view(urls[url])
+        if status is not None and view.status != status:
             continue
         pairs = [
             f"{_plain(k)}={_plain(v)}"
-            for k, values in sorted((record.get("metadata") or {}).items())
+            for k, values in sorted(view.metadata.items())
             for v in (values if isinstance(values, list) else [values])
         ]
         yield "\t".join([url, *pairs])
@@ -203,15 +204,14 @@ def _urls_command(args: argparse.Namespace) -> int:
         print(f"squall urls: {exc}", file=sys.stderr)
         return 2
     urls = asyncio.run(_read(settings, ("urls",)))["urls"]
-    chosen = {
-        u: r for u, r in urls.items() if r.get("key") == key and (args.status is None or r.get("status") == args.status)
-    }
+    views = {u: url_view(r) for u, r in urls.items()}
+    chosen = {u: urls[u] for u, v in views.items() if v.key == key and (args.status is None or v.status == args.status)}
     if args.json:
         print(json.dumps(chosen, indent=2, sort_keys=True))
     else:
         for url in sorted(chosen):
-            r = chosen[url]
-            print(f"{url}\t{r.get('status')}" + (f"\t{r['reason']}" if r.get("reason") else ""))
+            v = views[url]
+            print(f"{url}\t{v.status}" + (f"\t{v.reason}" if v.reason else ""))
     return 0
 
 

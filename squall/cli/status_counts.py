@@ -14,9 +14,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from squall.cli.status_report import Report, clock
+from squall.errors import MessageError
+from squall.policy.audit import HostAudit, audits_of
+from squall.policy.control import CrawlControl
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import due_at_s
 from squall.policy.reasons import Status
+from squall.policy.robots_status import RobotsEntry
 from squall.policy.url_view import url_view
 
 WAITING_STATUSES = (Status.DISCOVERED.value,)  # rescheduled by a Retry-After, robots.txt retry or back-off
@@ -57,13 +61,15 @@ def build_report(
 
     ``robots`` maps a robots.txt origin (``http://host:port``) to its RobotsEntry dict (truncated
     robots.txt are counted; the state is shown on the rows of the hosts of that origin);
-    ``audits`` maps a partition key to its HostAudit dict.
+    ``audits`` maps a partition key to its HostAudit dict. A robots or audit record of another
+    shape is left out.
     """
+    entries = robots_entries(robots or {})
     report = Report(
         lag=dict(lag or {}),
         deadletters=deadletters,
         at_s=now_s,
-        robots_truncated=sorted(o for o, entry in (robots or {}).items() if entry.get("truncated")),
+        robots_truncated=sorted(o for o, entry in entries.items() if entry.truncated),
     )
     fetched_at: list[float] = []
     records = {key: HostRecord.from_dict(value) for key, value in hosts.items()}  # the one reader of a host record
@@ -96,9 +102,21 @@ def build_report(
         for reason, n in record.rejected.items():
             report.rejected[reason] += n
     _rates(report, fetched_at, now_s)
-    report.hosts = host_rows(report.by_host, records, audits or {}, robots or {}, now_s)
-    report.audit_violations = sum(int(a.get("violations") or 0) for a in (audits or {}).values())
+    audited = audits_of((audits or {}).values())  # the one reader of an audit record
+    report.hosts = host_rows(report.by_host, records, audited, entries, now_s)
+    report.audit_violations = sum(a.violations for a in audited.values())
     return report
+
+
+def robots_entries(robots: Mapping[str, Any]) -> dict[str, RobotsEntry]:
+    """Origin → :class:`RobotsEntry` of robots-changelog records (origin → RobotsEntry dict); others left out."""
+    out: dict[str, RobotsEntry] = {}
+    for origin, value in robots.items():
+        try:
+            out[origin] = RobotsEntry.from_dict(value)
+        except MessageError:
+            continue
+    return out
 
 
 def recent_rate(fetched_at: list[float], now_s: float, window_s: float = RECENT_WINDOW_S) -> float:
@@ -142,8 +160,8 @@ def paused_partitions(control: Mapping[str, Mapping[str, Any]]) -> dict[int, str
     its last crawl-wide command for people (``crawl.pause by alice@box at 10:00:00``)."""
     out: dict[int, str] = {}
     for key, record in control.items():
-        if key.startswith("crawl:") and key[6:].isdigit() and record.get("paused") is True:
-            out[int(key[6:])] = last_command(record.get("log") or []) or ""
+        if key.startswith("crawl:") and key[6:].isdigit() and (crawl := CrawlControl.from_dict(record)).paused:
+            out[int(key[6:])] = last_command(crawl.log) or ""
     return out
 
 
@@ -179,8 +197,8 @@ def operator_fields(host: HostRecord, now_s: float) -> dict[str, Any]:
 def host_rows(
     by_host: Mapping[str, Counter],
     hosts: Mapping[str, HostRecord],
-    audits: Mapping[str, Mapping[str, Any]],
-    robots: Mapping[str, Mapping[str, Any]],
+    audits: Mapping[str, HostAudit],
+    robots: Mapping[str, RobotsEntry],
     now_s: float,
 ) -> list[dict[str, Any]]:
     """One row per host for the live view and the dashboard (busiest first).
@@ -191,9 +209,10 @@ def host_rows(
     ``blocked_until_s`` (Unix s, None when past), ``backoff_attempts``,
     ``in_flight``, ``robots`` (``rules``, ``allow_all``, ``disallow_all`` or
     ``unknown``, with the last HTTP status) and ``robots_retry_at_s``; the
-    operator's state of the host (:func:`operator_fields`).
+    operator's state of the host (:func:`operator_fields`). ``audits``: partition key → its audit;
+    ``robots``: robots.txt origin → its entry.
     """
-    robots_of: dict[str, Mapping[str, Any]] = {}
+    robots_of: dict[str, RobotsEntry] = {}
     for origin, robots_entry in robots.items():
         name = urlsplit(origin).hostname or origin
         robots_of[name] = robots_entry
@@ -201,7 +220,7 @@ def host_rows(
     for key in sorted(set(by_host) | set(hosts) | set(audits)):
         counts = by_host.get(key, Counter())
         host = hosts.get(key) or HostRecord(key=key)
-        audit: Mapping[str, Any] = audits.get(key) or {}
+        audit = audits.get(key) or HostAudit(key=key)  # none: no request audited yet
         entry = robots_of.get(key)
         nxt, blocked = host.next_fetch_at_s, host.blocked_until_s
         rows.append(
@@ -211,20 +230,18 @@ def host_rows(
                 "fetched": counts.get(Status.FETCHED.value, 0),
                 "discovered": counts.get(Status.DISCOVERED.value, 0),
                 "errors": counts.get(Status.ERROR.value, 0) + counts.get(Status.FETCH_ERROR.value, 0),
-                "requests": int(audit.get("requests") or 0),
-                "violations": int(audit.get("violations") or 0),
-                "min_gap_s": audit.get("min_gap_s"),
-                "required_at_min_gap_s": audit.get("required_at_min_gap_s"),
-                # the delay in force: the durable pace (hosts table), else the audit's last one
-                "delay_s": host.delay_s or audit.get("required_delay_s"),
+                "requests": audit.requests,
+                "violations": audit.violations,
+                "min_gap_s": audit.min_gap_s,
+                "required_at_min_gap_s": audit.required_at_min_gap_s,
+                # the delay in force: the durable pace (hosts table), else the audit's last one (None: no audit)
+                "delay_s": host.delay_s or (audit.required_delay_s if key in audits else None),
                 "next_fetch_at_s": nxt if nxt > now_s else None,
                 "blocked_until_s": blocked if blocked > now_s else None,
-                "backoff_attempts": int((host.backoff or {}).get("attempts") or 0),
+                "backoff_attempts": host.backoff_attempts,
                 "in_flight": len(host.in_flight),
-                "robots": "unknown"
-                if entry is None
-                else f"{entry.get('kind')} ({entry.get('http_status') or 'no answer'})",
-                "robots_retry_at_s": None if entry is None else entry.get("retry_at_s"),
+                "robots": "unknown" if entry is None else f"{entry.kind.value} ({entry.http_status or 'no answer'})",
+                "robots_retry_at_s": None if entry is None else entry.retry_at_s,
                 **operator_fields(host, now_s),
             }
         )

@@ -89,6 +89,19 @@ class HostAudit:
         return cls(**values)
 
 
+def audits_of(values: Iterable[Any]) -> dict[str, HostAudit]:
+    """Partition key → :class:`HostAudit` of stored ``audit`` values (table or changelog: :meth:`HostAudit.to_dict`
+    dicts), merged by key (:func:`merge`); a value of another shape is skipped (reports never fail on one)."""
+    out = []
+    for value in values:
+        if isinstance(value, Mapping):
+            try:
+                out.append(HostAudit.from_dict(value))
+            except (TypeError, ValueError):
+                continue
+    return merge(out)
+
+
 def record_request(
     audit: HostAudit | None,
     key: str,

@@ -82,6 +82,11 @@ class HostRecord:
         """End of the host's Retry-After or back-off block (Unix s; 0.0 = none): its back-off state's."""
         return float((self.backoff or {}).get("blocked_until_s") or 0.0)
 
+    @property
+    def backoff_attempts(self) -> int:
+        """Consecutive 429/503 answers without Retry-After in the host's back-off state (0 = not backing off)."""
+        return int((self.backoff or {}).get("attempts") or 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The hosts-table value: the fields, and ``blocked_until_s`` (derived) as records always had it."""
         out = asdict(self)

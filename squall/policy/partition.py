@@ -15,14 +15,46 @@ queue.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 import tldextract
 
 from squall.errors import ConfigError
 from squall.policy.urls import host_of
 
+if TYPE_CHECKING:
+    from squall.settings import Settings
+
 MODES = ("byHost", "byDomain", "byIP")
+
+
+@dataclass(frozen=True)
+class PartitionMode:
+    """How this crawl keys and spreads its URLs: the one reading of the partition settings.
+
+    ``mode``: ``partition.url.mode`` (one of :data:`MODES`); ``partitions``:
+    ``topology.partitions``; ``by_ip``: whether the mode is ``byIP``;
+    ``parse_mode``: the mode the parse step batches outlinks by (byIP keys
+    need a DNS answer the parse step does not have: its batches group by
+    host name).
+    """
+
+    mode: str
+    partitions: int
+
+    @property
+    def by_ip(self) -> bool:
+        return self.mode == "byIP"
+
+    @property
+    def parse_mode(self) -> str:
+        return "byHost" if self.by_ip else self.mode
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PartitionMode:
+        return cls(mode=settings.partition_url_mode, partitions=settings.topology_partitions)
 
 
 @cache

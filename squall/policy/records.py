@@ -1,4 +1,4 @@
-"""The JSON messages on squall's topics: status, fetch and signals.
+"""The JSON messages on squall's topics: status, fetch, signals and ticks.
 
 Their statuses and reasons are :mod:`squall.policy.reasons`' enums. Messages
 are JSON objects encoded as UTF-8; keys of every topic are the URL's
@@ -302,6 +302,35 @@ class SignalMessage:
         return cls(**decode_fields(obj, _SIGNAL_DECODE, "signal"))
 
 
+@dataclass(frozen=True)
+class TickMessage:
+    """A message on the ticks topic (key ``b"tick"``): the spout's timer wakes the spout of one partition it owns.
+
+    ``partition``: the Kafka partition it is sent to; ``sent_at_s``: when (Unix
+    seconds, written to the millisecond). The spout takes the partition from
+    the Kafka record and never decodes the value (anything on the topic is a
+    harmless tick); the value is for people (Kafka UI, ``squall tail ticks``).
+    """
+
+    partition: int
+    sent_at_s: float
+
+    def to_bytes(self) -> bytes:
+        """UTF-8 JSON ``{"partition": p, "sent_at_s": t}``."""
+        obj = {"partition": self.partition, "sent_at_s": round(self.sent_at_s, 3)}
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> TickMessage:
+        """Decode one ticks-topic message.
+
+        Raises:
+            MessageError: not a JSON object, a field missing or that does not
+                convert, or a non-finite time.
+        """
+        return cls(**decode_fields(decode_object(raw), _TICK_DECODE, "tick"))
+
+
 # ---------------------------------------------------------------- the one decode path of every message
 #
 # A message is a JSON object; each topic's fields are read by one table of :class:`Field` and
@@ -384,4 +413,9 @@ _SIGNAL_DECODE = (
     Field("retry_until_s", finite_float("retry_until_s"), null_is_absent=True),
     Field("robots_crawl_delay_s", int, null_is_absent=True),
     Field("handed_out_at_s", finite_float("handed_out_at_s"), null_is_absent=True),
+)
+
+_TICK_DECODE = (
+    Field("partition", int, required=True),
+    Field("sent_at_s", finite_float("sent_at_s"), required=True),
 )

@@ -44,7 +44,7 @@ from squall.policy.control import OperatorState
 from squall.policy.fetch_queues import FetchQueues
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
-from squall.policy.partition import partition_for_key, partition_key
+from squall.policy.partition import PartitionMode, partition_for_key, partition_key
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.urls import NormalizerConfig
 from squall.settings import Settings
@@ -118,9 +118,8 @@ class FetcherRuntime:
     ) -> None:
         self.settings = settings
         self.config = fd.FetchConfig.from_settings(settings)
-        self.partitions: int = settings.topology_partitions
-        self.mode: str = settings.partition_url_mode
-        self.by_ip = self.mode == "byIP"
+        partition = PartitionMode.from_settings(settings)  # the one reading of the partition settings
+        self.partitions, self.mode, self.by_ip = partition.partitions, partition.mode, partition.by_ip
         self.normalizer = NormalizerConfig.from_settings(settings)
         self.inflight_timeout_s: float = settings.frontier_inflight_timeout_secs
         self._ownership = ownership

@@ -311,7 +311,7 @@ class Transport(aiokafka_driver.Transport):
 
     async def _create_topic(self, owner: Any, client: Any, topic: str, *args: Any, **kwargs: Any) -> None:
         suffixes, delay_s = late_topics(os.environ.get(LATE_TOPICS_ENV))
-        if suffixes and is_late(topic, self.app.conf.id, suffixes):
+        if suffixes and is_late(topic, self.app.squall_settings, suffixes):  # type: ignore[attr-defined]  # SquallApp
 
             async def later() -> None:
                 await asyncio.sleep(delay_s)

@@ -30,12 +30,17 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from faust.types import TopicT
 from mode.utils.times import want_seconds
 
 from squall.errors import ConfigError, KafkaAccessError, KafkaSetupError
 from squall.net.kafka_security import Broker
+from squall.policy.topics import topic_name
+
+if TYPE_CHECKING:
+    from squall.settings import Settings
 
 LATE_TOPICS_ENV = "SQUALL_TEST_LATE_TOPICS"
 
@@ -151,6 +156,6 @@ def late_topics(value: str | None) -> tuple[frozenset[str], float]:
     return (suffixes, delay_s) if suffixes and delay_s > 0 else (frozenset(), 0.0)
 
 
-def is_late(topic: str, topology_id: str, suffixes: frozenset[str]) -> bool:
-    """``topic`` is ``<topology_id>-<suffix>`` for one of ``suffixes``."""
-    return any(topic == f"{topology_id}-{s}" for s in suffixes)
+def is_late(topic: str, settings: Settings, suffixes: frozenset[str]) -> bool:
+    """``topic`` is ``topic_name(settings, s)`` (:mod:`squall.policy.topics`) for one of ``suffixes``."""
+    return any(topic == topic_name(settings, s) for s in suffixes)

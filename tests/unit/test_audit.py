@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from squall.policy.audit import HostAudit, merge, record_request, summary, worst_first
+from squall.policy.audit import HostAudit, audits_of, merge, record_request, summary, worst_first
 
 TOL = 0.01
 
@@ -94,6 +94,13 @@ def test_merging_keeps_the_longest_history_of_each_key() -> None:
     other = feed([(0.0, 1.0, 0.0)], key="b")
     merged = merge([new, other, old])
     assert merged == {"a": new, "b": other}
+
+
+def test_stored_audits_are_read_by_key_merged_and_a_record_of_another_shape_is_skipped() -> None:
+    old = feed([(0.0, 1.0, 0.0)], key="a")
+    new = feed([(2.0, 1.0, 0.0)], audit=old, key="a")
+    stored = [old.to_dict(), new.to_dict(), {"requests": 3}, {"key": "b", "recent": [5]}, ["a"], None, "x"]
+    assert audits_of(stored) == {"a": new}
 
 
 def test_worst_hosts_come_first_and_the_summary_totals_violations() -> None:

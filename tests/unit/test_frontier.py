@@ -427,3 +427,9 @@ def test_a_host_record_keeps_its_block_once_and_reads_the_old_shape():
     assert HostRecord.from_dict(old) == HostRecord(key="h", next_fetch_at_s=NOW + 1, delay_s=1.0, backoff=backoff)
     assert HostRecord.from_dict(old).blocked_until_s == NOW + 30
     assert HostRecord(key="h").blocked_until_s == 0.0
+
+
+def test_a_host_record_tells_its_back_off_attempts_and_none_without_a_back_off():
+    assert HostRecord(key="h", backoff={"attempts": 3, "blocked_until_s": NOW + 30}).backoff_attempts == 3
+    assert HostRecord(key="h", backoff={"attempts": 0, "blocked_until_s": NOW + 30}).backoff_attempts == 0
+    assert HostRecord(key="h").backoff_attempts == 0

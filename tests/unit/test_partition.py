@@ -108,3 +108,13 @@ def test_partition_equals_aiokafkas_default_partitioner_choice(key: str) -> None
 def test_zero_partitions_is_an_error() -> None:
     with pytest.raises(ValueError):
         partition_for_key("example.com", 0)
+
+
+@pytest.mark.parametrize(("mode", "by_ip", "parse_mode"),
+                         [("byHost", False, "byHost"), ("byDomain", False, "byDomain"), ("byIP", True, "byHost")])
+def test_the_partition_mode_is_read_once_from_the_settings(mode, by_ip, parse_mode):
+    from squall.policy.partition import PartitionMode
+    from tests.unit.settings_helper import settings_of
+
+    read = PartitionMode.from_settings(settings_of({"partition.url.mode": mode, "topology.partitions": 6}))
+    assert (read.mode, read.partitions, read.by_ip, read.parse_mode) == (mode, 6, by_ip, parse_mode)

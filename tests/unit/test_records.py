@@ -1,4 +1,4 @@
-"""Tests of squall.policy.records: the JSON messages of the status, fetch and signals topics (lenient shape, strict types)."""
+"""Tests of squall.policy.records: the JSON messages of the status, fetch, signals and ticks topics (lenient shape, strict types)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from squall.errors import MessageError
-from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage, TickMessage
 from squall.policy.reasons import Reason, ReasonCategory, Status
 
 NOW = 1_714_564_800.0  # the fake clock
@@ -290,6 +290,20 @@ def test_a_signal_message_survives_a_round_trip(msg):
 def test_a_bad_signal_message_is_refused(raw):
     with pytest.raises(MessageError):
         SignalMessage.from_bytes(raw)
+
+
+def test_a_tick_keeps_its_wire_format_and_survives_a_round_trip():
+    raw = TickMessage(partition=3, sent_at_s=NOW + 0.1234).to_bytes()
+    assert raw == b'{"partition":3,"sent_at_s":%.3f}' % (NOW + 0.1234)  # the bytes the spout wrote by hand
+    assert TickMessage.from_bytes(raw) == TickMessage(partition=3, sent_at_s=round(NOW + 0.1234, 3))
+    assert TickMessage.from_bytes(b'{"partition":0,"sent_at_s":1714564800.100}') == TickMessage(0, 1714564800.1)
+
+
+@pytest.mark.parametrize("raw", [b"", b"nope", b"[]", b'{"partition": 1}', b'{"sent_at_s": 1}',
+                                 b'{"partition": "x", "sent_at_s": 1}', b'{"partition": 1, "sent_at_s": NaN}'])
+def test_a_bad_tick_is_refused(raw):
+    with pytest.raises(MessageError):
+        TickMessage.from_bytes(raw)
 
 
 def test_only_final_statuses_are_final():

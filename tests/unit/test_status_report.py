@@ -8,6 +8,8 @@ import pytest
 
 from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Reason, Status
+from squall.policy.robots_rules import RobotsKind
+from squall.policy.robots_status import RobotsEntry
 from squall.policy.schedule import UrlRecord
 from squall.cli.status_counts import build_report
 from squall.cli.status_report import Report
@@ -139,7 +141,8 @@ def test_host_rows_carry_audit_pacing_and_robots_state_busiest_first():
                             "required_delay_s": 1.0},
               "a.example": {"key": "a.example", "requests": 3, "violations": 1, "min_gap_s": 0.1,
                             "required_delay_s": 0.5}}
-    robots = {"https://a.example": {"kind": "disallow_all", "http_status": 503, "retry_at_s": NOW + 60}}
+    robots = {"https://a.example": RobotsEntry(kind=RobotsKind.DISALLOW_ALL, robots_text=None, fetched_at_s=NOW,
+                                               expires_at_s=NOW + 60, http_status=503, retry_at_s=NOW + 60).to_dict()}
     report = build_report(URLS, hosts, NOW, audits=audits, robots=robots)
     rows = {r["host"]: r for r in report.hosts}
     assert [r["host"] for r in report.hosts][:2] == ["b.example", "a.example"]
@@ -190,6 +193,16 @@ def test_robots_txt_cut_at_the_content_limit_is_counted_per_origin():
     data = report.to_json()
     assert (data["robots_truncated"], data["robots_truncated_origins"]) == (1, ["https://a.example"])
     assert "robots.txt cut at http.robots.content.limit: 1 origin(s) (https://a.example)" in report.to_text()
+
+
+def test_robots_and_audit_records_of_another_shape_are_left_out():
+    robots = {"https://a.example": {"kind": "nope"}, "https://b.example": ROBOTS["https://a.example"], "x": ["x"]}
+    audits = {"a.example": {"requests": 3}, "b.example": ["x"]}
+    report = build_report(URLS, HOSTS, NOW, audits=audits, robots=robots)
+    rows = {r["host"]: r for r in report.hosts}
+    assert (rows["a.example"]["robots"], rows["b.example"]["robots"]) == ("unknown", "rules (no answer)")
+    assert (rows["a.example"]["requests"], rows["a.example"]["delay_s"], report.audit_violations) == (0, None, 0)
+    assert report.robots_truncated == ["https://b.example"]
 
 
 def test_without_truncated_robots_txt_the_text_has_no_robots_line():

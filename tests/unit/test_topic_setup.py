@@ -71,6 +71,15 @@ def test_the_late_topics_hook_is_read_leniently(value, expected):
     assert (set(suffixes), delay_s) == expected
 
 
+def test_a_late_topic_is_one_of_the_topology_s_named_topics():
+    from tests.unit.settings_helper import settings_of
+
+    settings = settings_of({"topology.id": "crawl7"})
+    late = frozenset({"ticks", "signals"})
+    assert topic_setup.is_late("crawl7-ticks", settings, late) and topic_setup.is_late("crawl7-signals", settings, late)
+    assert not topic_setup.is_late("crawl7-status", settings, late) and not topic_setup.is_late("x-ticks", settings, late)
+
+
 def test_a_broker_that_does_not_answer_stops_the_worker_in_one_line():
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
