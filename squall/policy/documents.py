@@ -33,7 +33,7 @@ import json
 import string
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +87,9 @@ _LINK_SELECTOR = ", ".join(
 )
 # HTML's ASCII white space (https://infra.spec.whatwg.org/#ascii-whitespace), as CSS escapes.
 _PADDED_LINK_SELECTOR = ", ".join(
-    f'{tag}[href^="{c}"]:not([rel~="nofollow" i])' for tag in ("a", "area") for c in (" ", "\\9 ", "\\a ", "\\c ", "\\d ")
+    f'{tag}[href^="{c}"]:not([rel~="nofollow" i])'
+    for tag in ("a", "area")
+    for c in (" ", "\\9 ", "\\a ", "\\c ", "\\d ")
 )
 _ASCII_WHITESPACE = " \t\n\f\r"
 
@@ -168,8 +170,13 @@ class Document:
     rendered: bool = False
 
     def to_bytes(self) -> bytes:
-        """Compact UTF-8 JSON (non-ASCII text kept as is)."""
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        """Compact UTF-8 JSON (non-ASCII text kept as is).
+
+        The fields as they are (not ``dataclasses.asdict``'s deep copy: the
+        encoder only reads them).
+        """
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Document:
