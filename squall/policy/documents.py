@@ -27,12 +27,13 @@ Sources of the rules:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import string
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -72,8 +73,25 @@ LANGUAGE_RANK_CUTOFF = 1200
 # Characters stripped from both ends of a white-space-separated token to make it a word (ASCII and common
 # typographic punctuation: quotes, dashes, ellipsis, guillemets).
 _PUNCTUATION = string.punctuation + "«»‹›„“”‚‘’—–…·¡¿"
-# Simhash: bit 0 of a 64-bit block, as 8 little-endian bytes.
-_BIT0_BLOCK = (1).to_bytes(8, "little")
+# Simhash: for bit b of a byte, the table that maps a byte to 1 when its bit b is set, else to 0
+# (bytes.translate with it, then bytes.count(1), counts a column of hashes in C).
+_BIT_OF_BYTE = tuple(bytes((value >> b) & 1 for value in range(256)) for b in range(8))
+# Words whose hash is kept between pages: the words of one language repeat from page to page (Zipf's
+# law), so most of a page's words are found here. A bounded LRU cache: about 4 MB when full.
+WORD_HASH_CACHE = 32_768
+# Links a document counts (see _outlinks): <a> and <area> with an href that is not empty, not a
+# fragment only and not rel=nofollow. Counted by lexbor's selector engine: a Python object per
+# element (what iterating the elements costs) is made only for an href that starts with white space.
+_LINK_SELECTOR = ", ".join(
+    f'{tag}[href]:not([href=""]):not([href^="#"]):not([rel~="nofollow" i])' for tag in ("a", "area")
+)
+# HTML's ASCII white space (https://infra.spec.whatwg.org/#ascii-whitespace), as CSS escapes.
+_PADDED_LINK_SELECTOR = ", ".join(
+    f'{tag}[href^="{c}"]:not([rel~="nofollow" i])'
+    for tag in ("a", "area")
+    for c in (" ", "\\9 ", "\\a ", "\\c ", "\\d ")
+)
+_ASCII_WHITESPACE = " \t\n\f\r"
 
 
 class Skip(StrEnum):
@@ -152,8 +170,13 @@ class Document:
     rendered: bool = False
 
     def to_bytes(self) -> bytes:
-        """Compact UTF-8 JSON (non-ASCII text kept as is)."""
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        """Compact UTF-8 JSON (non-ASCII text kept as is).
+
+        The fields as they are (not ``dataclasses.asdict``'s deep copy: the
+        encoder only reads them).
+        """
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Document:
@@ -275,9 +298,11 @@ def simhash64(text: str) -> int:
 
     Words: white-space-separated tokens with punctuation stripped from both ends.
     Each word is hashed (BLAKE2b, 8 bytes: stable across processes, unlike
-    ``hash()``); bit i of the fingerprint is set when more than half of the
-    words' hashes have bit i set. Distinct words, unweighted: a repeated
-    boilerplate word weighs no more than any other.
+    ``hash()``; the last ``WORD_HASH_CACHE`` words' hashes are kept); bit i
+    of the fingerprint (bit i % 8 of byte i // 8 of the little-endian
+    hashes) is set when more than half of the words' hashes have bit i set.
+    Distinct words, unweighted: a repeated boilerplate word weighs no more
+    than any other.
     """
     # split on white space, then strip punctuation from each distinct token: several times cheaper than a
     # \w+ regex over the whole text, and the same words for prose (a set: the sum does not depend on order)
@@ -285,19 +310,23 @@ def simhash64(text: str) -> int:
     words.discard("")
     if not words:
         return 0
-    # all hashes side by side in one integer (hash j in bits 64j..64j+63): the count of hashes with bit i
-    # set is then a shift, an AND with bit 0 of every block and a bit count, in C, not per word
-    blake2b = hashlib.blake2b
-    hashes = int.from_bytes(
-        b"".join(blake2b(w.encode("utf-8", "surrogatepass"), digest_size=8).digest() for w in words), "little"
-    )
-    n = len(words)
-    ones = int.from_bytes(_BIT0_BLOCK * n, "little")
+    # the hashes side by side; byte j of every hash is then the slice hashes[j::8], and the count of
+    # those with bit b set is a translate and a count, in C, not a step per word
+    hashes = b"".join(map(_word_hash, words))
+    majority = len(words) // 2  # more than half: a count above this
     out = 0
-    for bit in range(64):
-        if ((hashes >> bit) & ones).bit_count() * 2 > n:
-            out |= 1 << bit
+    for j in range(8):
+        column = hashes[j::8]
+        for b, bit_of_byte in enumerate(_BIT_OF_BYTE):
+            if column.translate(bit_of_byte).count(1) > majority:
+                out |= 1 << (8 * j + b)
     return out
+
+
+@functools.lru_cache(maxsize=WORD_HASH_CACHE)
+def _word_hash(word: str) -> bytes:
+    """The 8-byte BLAKE2b hash of ``word`` (UTF-8; a lone surrogate passes through)."""
+    return hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
 def _first(metadata: Mapping[str, list[str]], key: str) -> str | None:
@@ -326,11 +355,13 @@ def _description(tree: Any) -> str | None:
 
 
 def _outlinks(tree: Any) -> int:
-    count = 0
-    for tag in ("a", "area"):
-        # .values(): a list at once (iterating a DOMCollection item by item costs ~100 µs per item)
-        for node in tree.document.get_elements_by_tag_name(tag).values():
-            href = (node.getattr("href") or "").strip()
-            if href and not href.startswith("#") and "nofollow" not in (node.getattr("rel") or "").lower().split():
-                count += 1
+    """Count the links of ``_LINK_SELECTOR``, their href read with its white space stripped (HTML's)."""
+    document = tree.document
+    count = len(document.query_selector_all(_LINK_SELECTOR))
+    # the selector reads the href as written: one padded with white space counts only when what the
+    # white space surrounds is neither empty nor a fragment (rare: these few become Python objects)
+    for node in document.query_selector_all(_PADDED_LINK_SELECTOR).values():
+        href = (node.getattr("href") or "").strip(_ASCII_WHITESPACE)
+        if not href or href.startswith("#"):
+            count -= 1
     return count

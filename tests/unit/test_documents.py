@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
 from squall.errors import MessageError
 from squall.net.warc import payload_digest
+from squall.policy import documents
 from squall.policy.documents import (
     Document,
     DocumentsConfig,
@@ -73,6 +75,24 @@ def test_description_and_outlinks_are_read_from_the_page():
     assert got.outlinks == 3  # /a, the area, the absolute one
 
 
+@pytest.mark.parametrize(
+    ("links", "count"),
+    [
+        ('<a href=" #top">', 0),  # a fragment padded with white space
+        ('<a href="  ">', 0),
+        ('<a href="\t\n">', 0),
+        ('<area href="\f#x">', 0),
+        ('<a href=" /a ">', 1),
+        ('<a href="/a" rel="External NoFollow">', 0),  # rel tokens, case-insensitive
+        ('<a href="/a" rel="nofollowed">', 1),
+        ('<a href="/x#y">', 1),
+        ('<a href=" /a" rel="nofollow"><a href=" #"><a href="/b">', 1),
+    ],
+)
+def test_an_outlink_is_counted_on_its_href_stripped_of_white_space(links, count):
+    assert extract(f"<html><body>{links}</body></html>".encode()).outlinks == count
+
+
 def test_the_page_charset_decodes_the_body_and_an_unknown_one_reads_as_utf8():
     latin = "<html><body><p>Grüße aus Köln</p></body></html>".encode("cp1252")
     assert "Grüße aus Köln" in extract(latin, "cp1252").text
@@ -116,6 +136,25 @@ def test_a_near_duplicate_is_close_and_another_text_is_far():
     edited = text.replace("lighthouse", "beacon", 1) + " One more closing remark."
     assert _distance(simhash64(text), simhash64(edited)) <= 8
     assert _distance(simhash64(text), simhash64(TEXTS["de"])) >= 16
+
+
+def _majority_of_hashes(words: list[str]) -> int:
+    """The simhash rule written plainly: bit i set when more than half of the words' hashes have it."""
+    hashes = [int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") for w in words]
+    return sum(1 << i for i in range(64) if 2 * sum((h >> i) & 1 for h in hashes) > len(hashes))
+
+
+@pytest.mark.parametrize("words", [["word"], ["alpha", "beta"], ["alpha", "beta", "gamma"], TEXTS["en"].split()[:40]])
+def test_simhash_bits_are_the_majority_of_the_word_hashes(words):
+    distinct = sorted({w.lower().strip(".,;:!?()") for w in words} - {""})
+    assert simhash64(" ".join(words)) == _majority_of_hashes(distinct)
+
+
+def test_the_word_hash_cache_does_not_change_a_fingerprint():
+    text = TEXTS["fr"]
+    warm = simhash64(text)
+    documents._word_hash.cache_clear()
+    assert simhash64(text) == warm
 
 
 def test_simhash_of_a_single_word_is_its_hash_bits():
@@ -202,8 +241,11 @@ def _document(html: str, config: DocumentsConfig = CONFIG, metadata=None) -> Doc
 
 def test_a_document_carries_every_field_and_round_trips():
     html = page("fr", title="Le train", extra_head='<link rel="canonical" href="/canon">')
-    doc = _document(html, DocumentsConfig(-1, parse_mapping(["parse.title=page_title", "crawl"]), "squall"),
-                    metadata={"crawl": ["c1"]})
+    doc = _document(
+        html,
+        DocumentsConfig(-1, parse_mapping(["parse.title=page_title", "crawl"]), "squall"),
+        metadata={"crawl": ["c1"]},
+    )
     assert doc.title == "Le train"
     assert doc.canonical == "http://site.test/canon"
     assert doc.language == "fr" and 0 < doc.language_confidence <= 1
@@ -248,7 +290,13 @@ def test_with_documents_off_a_worker_never_imports_the_extraction_library():
     from squall.settings import ROOT
 
     probe = "import sys, topology; print(sorted(m for m in sys.modules if m.startswith(('resiliparse', 'tantivy'))))"
-    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "SQUALL_CONF": str(ROOT / "config" / "crawler-default.yaml")})
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "SQUALL_CONF": str(ROOT / "config" / "crawler-default.yaml")},
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
