@@ -226,7 +226,7 @@ class _FramingConnector(aiohttp.TCPConnector):
 
     aiohttp has no public hook for the protocol class; ``_factory`` is the
     attribute its connector calls for each connection (checked by
-    tests/unit/test_http.py, which fails if a new aiohttp renames it).
+    tests/unit/test_http_framing.py, which fails if a new aiohttp renames it).
     """
 
     def __init__(self, *args: Any, header_limit: int, **kwargs: Any) -> None:

@@ -76,7 +76,7 @@ Every result counts one attempt except NOT_ATTEMPTED and an ERROR without
 ``http_status`` (a policy rejection: no request was made); FETCHED and
 REDIRECTION reset ``fetch_errors`` and ``rate_limits``. A result whose
 ``fetched_at_s`` is not newer than the record's last one changes nothing,
-whatever its kind. ``tests/unit/test_schedule.py`` checks every cell, from
+whatever its kind. ``tests/unit/test_schedule_table.py`` checks every cell, from
 each of the five statuses.
 """
 

@@ -29,7 +29,7 @@ from squall.policy.records import FetchMessage
 from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
 
-from .test_agents import PARTITIONS, Sent, sent  # noqa: F401 (fixture)
+from .agent_helper import PARTITIONS, Sent
 
 # A Faust setting changed after it was read (the store of tests/agents/conftest.py set late) fails the test.
 pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
@@ -68,7 +68,7 @@ class _Resolver:
 
 
 @pytest.fixture()
-def by_ip(monkeypatch: pytest.MonkeyPatch, sent: Sent) -> Iterator[AddressCache]:  # noqa: F811
+def by_ip(monkeypatch: pytest.MonkeyPatch, sent: Sent) -> Iterator[AddressCache]:
     monkeypatch.setattr(topology.app, "squall_agent_config", replace(config(), by_ip=True))  # handed in
     service = AddressService(AddressConfig.from_settings(topology.settings), _Resolver())
     monkeypatch.setattr(topology.app, "squall_addresses", service)  # handed in

@@ -35,7 +35,7 @@ from squall.policy.control import Command, Op
 from squall.tools.harness import Crawl
 from squall.tools.site_spec import HostSpec, RobotsSpec, SiteSpec
 
-from .test_politeness import _gaps, _index, _pages
+from .measured_crawl import _gaps, _index, _pages
 
 ALLOW = RobotsSpec(text="User-agent: *\nAllow: /\n")
 WAIT_S = 120.0

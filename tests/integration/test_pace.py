@@ -23,7 +23,7 @@ import pytest
 
 from squall.tools.site_spec import HostSpec, Page, RobotsSpec, SiteSpec
 
-from .test_politeness import Finished, _gaps, _index, _pages, _run, _status_is, assert_audit_agrees_with_the_server
+from .measured_crawl import Finished, _gaps, _index, _pages, _run, _status_is, assert_audit_agrees_with_the_server
 
 DELAY_S = 0.5
 BACKOFF_MAX_S = 2.0

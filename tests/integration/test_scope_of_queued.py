@@ -17,7 +17,7 @@ from squall.cli.control import send_command
 from squall.policy.control import Command, Op
 from squall.tools.site_spec import HostSpec, RobotsSpec, SiteSpec
 
-from .test_politeness import _index, _pages
+from .measured_crawl import _index, _pages
 
 
 def test_queued_urls_out_of_scope_after_a_restart_end_with_their_scope_reason_unfetched(site, crawl) -> None:

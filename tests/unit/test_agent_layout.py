@@ -182,6 +182,8 @@ MODULES = sorted(
         *(ROOT / "topology").glob("*.py"),
         *(ROOT / "squall").rglob("*.py"),
         *(ROOT / "benchmarks").glob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "scripts").glob("*.py"),
     ]
     if p not in GENERATED
 )
@@ -191,7 +193,7 @@ MODULES = sorted(
 def test_no_module_over_450_lines_and_no_agent_function_over_40(path: pathlib.Path) -> None:
     source = path.read_text(encoding="utf-8")
     assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)}: split it by concept"
-    if path.parent.name != "agents":
+    if path.parent != ROOT / "agents":  # the agent function limit is for agents/, not tests/agents/
         return
     long = [
         f"{node.name}: {node.end_lineno - node.lineno + 1} lines"

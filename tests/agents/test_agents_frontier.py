@@ -1,99 +1,27 @@
-"""Each agent tested as an agent, through Faust's ``test_context()`` (memory store, no broker).
-
-What is checked here is the agent's own loop: decode, call policy, write its
-tables, emit, and send bad input to the dead-letter topic without stopping.
-Politeness, ordering and loss are proven through a real broker elsewhere
-(tests/integration).
-"""
+"""The frontier's agents as agents, through Faust's ``test_context()``: status updater, spout, queue regulator, results."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import topology
 from agents import worker_state as agent_runtime
-from agents.common import new_fetch_runtime
 from agents.regulator import regulator
 from agents.spout import spout
 from agents.status_updater import status_updater
 from squall.policy import fetch_decision as fd
-from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
-from squall.policy.pace import FetchEnded
-from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalKind, SignalMessage
 from squall.policy.schedule import UrlRecord
-from squall.worker.fetch_runtime import HandBack, Turn
+from squall.worker.fetch_runtime import HandBack
+
+from .agent_helper import HOST, PARTITIONS, P, Sent, _fresh_runtime
 
 # A Faust setting changed after it was read (the store of tests/agents/conftest.py set late) fails the test.
 pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
-
-PARTITIONS: int = topology.settings["topology.partitions"]
-HOST = "example.com"
-P = partition_for_key(HOST, PARTITIONS)
-
-
-class Sent:
-    """Messages the agents sent, per topic name, as (key, decoded JSON value, partition)."""
-
-    def __init__(self) -> None:
-        self.by_topic: dict[str, list[tuple[bytes | None, Any, int | None]]] = {}
-
-    def of(self, topic: Any) -> list[tuple[bytes | None, Any, int | None]]:
-        return self.by_topic.get(topic.get_topic_name(), [])
-
-
-def _fresh_runtime(monkeypatch: pytest.MonkeyPatch) -> FetcherRuntime:
-    """A new fetch runtime handed to the agents for one test (the app holds the worker's one)."""
-    runtime = new_fetch_runtime()
-    monkeypatch.setattr(topology.app, "squall_fetch_runtime", runtime)
-    return runtime
-
-
-@pytest.fixture()
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
-    assert str(topology.app.conf.store) == "memory:", "tests/agents/conftest.py sets the memory store"
-    topology.app.finalize()
-    topology.app.flow_control.resume()
-    record = Sent()
-    for topic in (
-        topology.status_topic,
-        topology.fetch_topic,
-        topology.signals_topic,
-        topology.ticks_topic,
-        topology.deadletter_topic,
-    ):
-
-        def send(
-            *,
-            key: bytes | None = None,
-            value: bytes | None = None,
-            partition: int | None = None,
-            _name: str = topic.get_topic_name(),
-            **_kw: Any,
-        ) -> None:
-            decoded = json.loads(value) if value else value
-            record.by_topic.setdefault(_name, []).append((key, decoded, partition))
-
-        monkeypatch.setattr(topic, "send", _async(send))
-    held = agent_runtime.WorkerState()  # handed in: this test's due indexes and assignment times
-    held.indexes = {p: DueIndex() for p in range(PARTITIONS)}
-    monkeypatch.setattr(topology.app, "squall_worker_state", held)
-    for table in (topology.urls_table, topology.hosts_table, topology.robots_table):
-        table.data.clear()  # the memory store outlives a test: start each one empty
-    yield record
-
-
-def _async(fn):
-    async def wrapper(*args: Any, **kwargs: Any) -> None:
-        fn(*args, **kwargs)
-
-    return wrapper
 
 
 # ---------------------------------------------------------------- status updater
@@ -274,79 +202,7 @@ async def test_the_regulator_dead_letters_a_bad_signal_and_goes_on(sent: Sent, v
     assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).next_fetch_at_s == 6.0
 
 
-# ---------------------------------------------------------------- fetcher
-
-
-async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(
-    sent: Sent, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agents import fetcher as fetcher_module
-
-    async def no_start() -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
-        return None
-
-    monkeypatch.setattr(_fresh_runtime(monkeypatch), "start", no_start)
-    async with fetcher_module.fetcher.test_context() as agent:
-        await agent.put(key=HOST.encode(), value=b'{"url": 3}', partition=P)
-        await agent.put(key=HOST.encode(), value=b"\x00garbage", partition=P)
-    assert len(sent.of(topology.deadletter_topic)) == 2
-    assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
-
-
-async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker_has_the_outlinks(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import asyncio
-
-    from agents import fetcher
-    from squall.policy.pace import FetchEnded, PaceState
-    from squall.policy.records import StatusMessage
-    from squall.policy.reasons import Status
-
-    order: list[tuple[str, dict]] = []
-    delivered: asyncio.Future = asyncio.get_running_loop().create_future()
-
-    async def status_send(*, value: bytes, **_kw: Any) -> asyncio.Future:
-        order.append(("status", json.loads(value)))
-        return delivered
-
-    async def signal_send(**_kw: Any) -> None:
-        order.append(("signal", {}))
-
-    monkeypatch.setattr(topology.status_topic, "send", status_send)
-    monkeypatch.setattr(topology.signals_topic, "send", signal_send)
-    msg = FetchMessage(url="https://example.com/s", key=HOST, handed_out_at_s=10.0)
-    own = StatusMessage(url=msg.url, status=Status.FETCHED, fetched_at_s=11.0)
-    elsewhere = next(f"h{i}.example" for i in range(100) if partition_for_key(f"h{i}.example", PARTITIONS) != P)
-    same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
-    other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
-    task = asyncio.ensure_future(
-        fetcher._send(
-            _fresh_runtime(monkeypatch),
-            msg,
-            [own, same, other],
-            FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0),
-            PaceState(),
-        )
-    )
-    await asyncio.sleep(0.05)
-    assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
-    delivered.set_result(None)
-    await task
-    assert [kind for kind, _ in order] == ["status", "status"]  # no signal of its own: it rides with the result
-    result = order[1][1]
-    assert (result["url"], result["signal"]["fetch_id"], result["signal"]["handed_out_at_s"]) == (msg.url, "f", 10.0)
-    assert result["discovered"] == {
-        "url": same.url,
-        "more_urls": same.more_urls,
-        "status": "DISCOVERED",
-        "depth": 1,
-        "metadata": {},
-        "seed": False,
-        "not_modified": False,
-        "truncated": False,
-        "chain": [],
-    }
+# ---------------------------------------------------------------- results, through the status updater
 
 
 async def test_a_result_with_its_signal_frees_the_place_and_hands_out_the_hosts_next_url_at_once(sent: Sent) -> None:
@@ -480,123 +336,3 @@ async def test_a_result_whose_url_is_bad_still_frees_its_place_through_the_regul
     assert len(sent.of(topology.deadletter_topic)) == 1
     [(key, value, _p)] = sent.of(topology.signals_topic)
     assert (key, value["fetch_id"]) == (HOST.encode(), "f1")
-
-
-# ---------------------------------------------------------------- fetcher shutdown
-
-
-async def test_the_fetcher_closes_its_warc_file_and_http_sessions_on_shutdown(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from warcio.archiveiterator import ArchiveIterator
-
-    from agents import upkeep
-    from squall.net.http import HttpConfig, HttpFetcher
-    from squall.net.warc import WarcWriter
-
-    runtime = _fresh_runtime(monkeypatch)
-    runtime.http = await HttpFetcher(HttpConfig.from_settings(topology.settings)).__aenter__()
-    runtime.warc = WarcWriter(tmp_path, "t", 10**6)
-    path = runtime.warc.write_fetch(
-        "https://example.com/a",
-        request_headers=[("Host", "example.com")],
-        status=200,
-        reason="OK",
-        response_headers=[("Content-Type", "text/html")],
-        body=b"<p>a</p>",
-        ip="127.0.0.1",
-        fetched_at_s=time.time(),
-        truncated=False,
-    )
-    http = runtime.http
-    await upkeep._close_on_shutdown(None)
-    assert runtime.warc is None and runtime.http is None and http._session is None
-    with path.open("rb") as handle:
-        kinds = [record.rec_type for record in ArchiveIterator(handle)]
-    assert kinds == ["warcinfo", "response", "request"]
-    await upkeep._close_on_shutdown(None)  # idempotent: a second signal closes nothing twice
-
-
-# ---------------------------------------------------------------- fetcher fence (squall.policy.lease)
-
-
-async def test_a_closed_fence_grants_no_turn_until_the_coordinator_confirms_the_membership(
-    sent: Sent, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import asyncio
-
-    from squall.policy.lease import HEARTBEAT, NONE, SYNC_GROUP, UNKNOWN_MEMBER_ID, Fence
-    from squall.worker.group_lease import GroupLease
-
-    runtime = _fresh_runtime(monkeypatch)
-    lease = GroupLease(Fence(6.0, 2.0))
-    lease.watched = True  # a consumer in a group, not confirmed yet
-    monkeypatch.setattr(runtime, "_lease", lambda: lease)
-    dispatch = asyncio.get_running_loop().create_task(runtime._dispatch())
-    try:
-        waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
-        await asyncio.sleep(0.5)
-        assert not waiting.done(), "a turn was granted behind a closed fence"
-        lease.answered(SYNC_GROUP, NONE, time.monotonic())
-        lease.answered(HEARTBEAT, NONE, time.monotonic())
-        turn = await asyncio.wait_for(waiting, 2.0)
-        assert isinstance(turn, Turn)
-        turn.end(FetchEnded(fetch_id="t1", kind=SignalKind.OTHER, at_s=time.time()))
-        lease.answered(HEARTBEAT, UNKNOWN_MEMBER_ID, time.monotonic())  # the group forgot this worker
-        second = asyncio.get_running_loop().create_task(runtime.turn(HOST))
-        handed_back = await asyncio.wait_for(second, 3.0)  # not held across the revoke that follows
-        assert isinstance(handed_back, HandBack)
-        third = asyncio.get_running_loop().create_task(runtime.turn(HOST))
-        await asyncio.sleep(0.5)
-        assert not third.done(), "a turn was granted before the rejoined group confirmed this worker"
-        lease.answered(SYNC_GROUP, NONE, time.monotonic())
-        assert isinstance(await asyncio.wait_for(third, 2.0), Turn)
-    finally:
-        dispatch.cancel()
-    from agents.observe import observed
-
-    assert observed().metrics.fenced_seconds._value.get() >= 0.4
-
-
-def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
-    from squall.policy.pace import PaceState
-
-    runtime = new_fetch_runtime()
-    other = next(h for h in (f"h{i}.example" for i in range(100)) if partition_for_key(h, PARTITIONS) != P)
-    runtime.paces = {HOST: (1.0, PaceState()), other: (1.0, PaceState())}
-    runtime.forget_unowned({P})
-    assert list(runtime.paces) == [HOST]
-
-
-# ---------------------------------------------------------------- politeness audit, written per batch
-
-
-def test_the_audit_is_written_per_batch_at_once_on_a_violation_and_when_the_host_goes_idle(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from agents import observe
-    from squall.policy.audit import HostAudit
-
-    table: dict[bytes, dict] = {}
-    writes: list[int] = []
-
-    class Recording(dict):
-        def __setitem__(self, k: bytes, v: dict) -> None:
-            writes.append(v["requests"])
-            super().__setitem__(k, v)
-
-    recording = Recording(table)
-    buffer = observe.AuditBuffer(flush_s=5.0, table=recording)  # handed in
-    for i in range(4):  # one request a second, each 1 s after the last: a write, then none for 5 s
-        buffer.record(HOST, 100.0 + i, 1.0, 0.0)
-    assert writes == [1]
-    buffer.record(HOST, 103.5, 1.0, 0.0)  # 0.5 s after the last under a 1 s delay: written at once
-    assert writes == [1, 5]
-    buffer.record(HOST, 105.0, 1.0, 0.0)
-    buffer.flush_if_idle(HOST, HostRecord(key=HOST).with_handout(["https://example.com/x"], 105.0), 105.5)
-    assert writes == [1, 5]  # still fetching: the table may lag
-    buffer.flush_if_idle(HOST, HostRecord(key=HOST), 106.0)  # its last result: caught up
-    assert writes == [1, 5, 6]
-    assert HostAudit.from_dict(recording[HOST.encode()]).violations == 1
-    buffer.flush_if_idle(HOST, HostRecord(key=HOST), 107.0)
-    assert writes == [1, 5, 6]  # nothing new: no write
