@@ -89,11 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     config = dp.DocumentsConfig(100000, parse_mapping(["parse.title=page_title"]), "squall")
     digest = payload_digest(body)
 
-    def documents_step() -> bytes:
-        if dp.noindex_reason(headers, recorded, config.agent_token) is not None:
-            return b""
-        page = dp.extract(body, "utf-8")
-        doc = dp.build(
+    def document_of(page: dp.PageText) -> dp.Document:
+        return dp.build(
             url=url,
             fetched_at_s=1.0,
             http_status=200,
@@ -105,21 +102,14 @@ def main(argv: list[str] | None = None) -> int:
             rendered=False,
             config=config,
         )
-        return doc.to_bytes()
+
+    def documents_step() -> bytes:
+        if dp.noindex_reason(headers, recorded, config.agent_token) is not None:
+            return b""
+        return document_of(dp.extract(body, "utf-8")).to_bytes()
 
     page = dp.extract(body, "utf-8")
-    document = dp.build(
-        url=url,
-        fetched_at_s=1.0,
-        http_status=200,
-        content_type="text/html",
-        recorded=recorded,
-        page=page,
-        payload_digest=digest,
-        metadata={},
-        rendered=False,
-        config=config,
-    )
+    document = document_of(page)
     load = os.getloadavg()[0]
     rows = [
         ("documents step (noindex, extract, build, JSON)", cpu_ms_per_page(documents_step, args.pages, args.rounds)),
