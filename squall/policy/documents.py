@@ -85,13 +85,12 @@ WORD_HASH_CACHE = 32_768
 _LINK_SELECTOR = ", ".join(
     f'{tag}[href]:not([href=""]):not([href^="#"]):not([rel~="nofollow" i])' for tag in ("a", "area")
 )
-# HTML's ASCII white space (https://infra.spec.whatwg.org/#ascii-whitespace), as CSS escapes.
-_PADDED_LINK_SELECTOR = ", ".join(
-    f'{tag}[href^="{c}"]:not([rel~="nofollow" i])'
-    for tag in ("a", "area")
-    for c in (" ", "\\9 ", "\\a ", "\\c ", "\\d ")
-)
+# HTML's ASCII white space (https://infra.spec.whatwg.org/#ascii-whitespace); in the selector each
+# character is a CSS escape (its code point in hex and a space, CSS Syntax Level 3 §4.3.7).
 _ASCII_WHITESPACE = " \t\n\f\r"
+_PADDED_LINK_SELECTOR = ", ".join(
+    f'{tag}[href^="\\{ord(c):x} "]:not([rel~="nofollow" i])' for tag in ("a", "area") for c in _ASCII_WHITESPACE
+)
 
 
 class Skip(StrEnum):
