@@ -12,6 +12,7 @@ read are taken by :mod:`crawl_sampling`.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -43,6 +44,10 @@ class Row:
     links: int = 0
     run: int = 1
     records: dict[str, int] | None = None
+    start_lag_s: float = float("nan")
+    gap_excess_s: float = float("nan")
+    end_lag_s: float = float("nan")
+    median_gap_s: float = float("nan")
 
     @property
     def links_per_cpu_s(self) -> float | None:
@@ -110,6 +115,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered))))]
 
 
+def pace_losses(by_host: Mapping[str, Sequence[float]], delay_s: float) -> dict[str, float]:
+    """Where a crawl's seconds went beyond the delays, each a mean over the hosts, in seconds.
+
+    ``by_host``: host → its requests' start times (Unix seconds, any order).
+    For each host, the crawl's span (first → last request of any host) is
+    its start lag (its first request after the crawl's first), its gaps
+    (``len − 1`` of them, each the delay ``delay_s`` plus its excess), and
+    its end lag (the crawl's last request after its own last). So
+    ``elapsed = start_lag_s + gaps × delay_s + gap_excess_s + end_lag_s``
+    for the mean host: a crawl that uses every allowed second has the three
+    losses near 0. ``gap_excess_s`` sums ``gap − delay_s`` per host (a gap
+    under the delay counts negative); ``median_gap_s`` is the median of
+    every gap. All NaN without requests.
+    """
+    hosts = [sorted(times) for times in by_host.values() if times]
+    if not hosts:
+        return dict.fromkeys(("start_lag_s", "gap_excess_s", "end_lag_s", "median_gap_s"), float("nan"))
+    first, last = min(h[0] for h in hosts), max(h[-1] for h in hosts)
+    gaps = [b - a for h in hosts for a, b in itertools.pairwise(h)]
+    return {
+        "start_lag_s": statistics.fmean(h[0] - first for h in hosts),
+        "gap_excess_s": statistics.fmean(h[-1] - h[0] - (len(h) - 1) * delay_s for h in hosts),
+        "end_lag_s": statistics.fmean(last - h[-1] for h in hosts),
+        "median_gap_s": statistics.median(gaps) if gaps else float("nan"),
+    }
+
+
 def measure(
     requests: list[dict[str, Any]],
     ips: set[str],
@@ -126,8 +158,9 @@ def measure(
     then every page, ``delay_s`` apart, i.e. ``pages_per_host × delay_s``),
     ``gaps`` (every start-to-start gap within a host, seconds), ``min_gap_s``,
     ``p1_gap_s``, ``violations`` (gaps < delay − 10 ms), ``duplicates``
-    (requests of an (ip, path) beyond its first) and ``links`` (the links of
-    the pages fetched, from ``links_per_page``: (ip, path) → number of links).
+    (requests of an (ip, path) beyond its first), ``links`` (the links of
+    the pages fetched, from ``links_per_page``: (ip, path) → number of links)
+    and the four figures of :func:`pace_losses`.
     """
     mine = [r for r in requests if r["ip"] in ips]
     by_host: dict[str, list[float]] = defaultdict(list)
@@ -149,6 +182,7 @@ def measure(
         "violations": sum(1 for g in gaps if g < delay_s - VIOLATION_SLACK_S),
         "duplicates": sum(n - 1 for n in counts.values()),
         "links": sum((links_per_page or {}).get(k, 0) for k in counts),
+        **pace_losses(by_host, delay_s),
     }
 
 
@@ -190,4 +224,8 @@ def row_of(
         m["links"],
         run,
         records,
+        m["start_lag_s"],
+        m["gap_excess_s"],
+        m["end_lag_s"],
+        m["median_gap_s"],
     )

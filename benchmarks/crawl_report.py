@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.crawl_history import Meta, history_rows
 from benchmarks.crawl_measures import Row
-from benchmarks.crawl_summary import FIGURES, by_crawler, compare, summarize, topic_spreads
+from benchmarks.crawl_summary import FIGURES, by_crawler, compare, spread, summarize, topic_spreads
 
 COLUMNS = (
     "run",
@@ -81,6 +81,21 @@ def cells(row: Row) -> list[str]:
 
 SUMMARY_COLUMNS = ("crawler", "runs", *FIGURES)
 
+# Row field → its words in the "seconds beyond the delays" note (crawl_measures.pace_losses)
+LOSSES = {"start_lag_s": "start lag", "gap_excess_s": "gaps over the delay", "end_lag_s": "end lag"}
+
+
+def losses_note(label: str, rows: Sequence[Row]) -> str | None:
+    """Where ``label``'s seconds went beyond the delays, medians over ``rows`` (seconds, mean host); None if unknown."""
+    spreads = {name: spread(getattr(r, name) for r in rows) for name in (*LOSSES, "median_gap_s", "elapsed_s")}
+    if any(s is None for s in spreads.values()):
+        return None
+    parts = ", ".join(f"{words} {spreads[name].median:.2f}" for name, words in LOSSES.items())  # type: ignore[union-attr]
+    return (
+        f"seconds beyond the delays, {label}, medians, s a host: {parts} "
+        f"(of {spreads['elapsed_s'].median:.1f} s; median gap {spreads['median_gap_s'].median:.3f} s)"  # type: ignore[union-attr]
+    )
+
 
 def summary_cells(label: str, rows: Sequence[Row]) -> list[str]:
     """One crawler's summary cells, in :data:`SUMMARY_COLUMNS` order: min / median / max of each figure."""
@@ -139,6 +154,7 @@ def report_lines(meta: Meta, rows: Sequence[Row], markdown: bool = False) -> lis
             f"{c.squall} / scrapy, medians of {meta.runs} run(s): pages/s {_fmt(c.pages_per_s, '.2f')}, "
             f"CPU-s per page {_fmt(c.cpu_per_page, '.2f')}"
         )
+    notes += [n for label, rs in groups.items() if (n := losses_note(label, rs))]
     for label, rs in groups.items():
         topics = topic_spreads(rs)
         if topics:
@@ -173,7 +189,7 @@ def from_report_data(data: Mapping[str, Any]) -> tuple[Meta, list[Row]]:
     meta["load"] = tuple(meta["load"])
     meta["notes"] = tuple(meta.get("notes") or ())
     names = set(Row.__dataclass_fields__)
-    nan_if_none = ("min_gap_s", "p1_gap_s")  # NaN became null in JSON
+    nan_if_none = ("min_gap_s", "p1_gap_s", *LOSSES)  # NaN became null in JSON
     rows = []
     for r in data["rows"]:
         kw: dict[str, Any] = {k: v for k, v in r.items() if k in names}

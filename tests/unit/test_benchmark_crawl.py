@@ -11,7 +11,16 @@ import pytest
 from benchmarks.crawl import HISTORY_FILE, REPO, parse_args, squall_variants, warc_variants
 from benchmarks.crawl_farm import farm, host_ips
 from benchmarks.crawl_history import HISTORY_FIELDS, Meta, append_history, history_rows
-from benchmarks.crawl_measures import Row, cpu_until, measure, percentile, records_written, sample_at, topic_label
+from benchmarks.crawl_measures import (
+    Row,
+    cpu_until,
+    measure,
+    pace_losses,
+    percentile,
+    records_written,
+    sample_at,
+    topic_label,
+)
 from benchmarks.crawl_report import (
     COLUMNS,
     SUMMARY_COLUMNS,
@@ -73,6 +82,20 @@ def test_gaps_below_the_delay_minus_ten_ms_are_violations_and_repeats_are_duplic
     assert m["violations"] == 1  # 0.995 is within the 10 ms slack, 0.505 is not
     assert m["duplicates"] == 1
     assert m["min_gap_s"] == pytest.approx(0.505)
+
+
+def test_the_seconds_beyond_the_delays_add_up_to_the_elapsed_time():
+    # a: starts with the crawl, one gap 0.5 s over the delay, ends 0.3 s early; b: starts 0.2 s late, on time after
+    by_host = {"a": [0.0, 1.0, 2.5], "b": [0.2, 1.2, 2.2, 3.2], "c": []}
+    losses = pace_losses(by_host, 1.0)
+    assert losses["start_lag_s"] == pytest.approx((0.0 + 0.2) / 2)
+    assert losses["gap_excess_s"] == pytest.approx((0.5 + 0.0) / 2)
+    assert losses["end_lag_s"] == pytest.approx((0.7 + 0.0) / 2)
+    assert losses["median_gap_s"] == pytest.approx(1.0)
+    mean_gaps = (2 + 3) / 2
+    assert losses["start_lag_s"] + mean_gaps * 1.0 + losses["gap_excess_s"] + losses["end_lag_s"] == pytest.approx(3.2)
+    assert pace_losses({"a": [0.0, 0.5]}, 1.0)["gap_excess_s"] == pytest.approx(-0.5)  # a gap under the delay
+    assert all(math.isnan(v) for v in pace_losses({}, 1.0).values())
 
 
 def test_no_request_gives_nan_gaps_and_no_pages():
@@ -372,6 +395,17 @@ def test_the_markdown_report_names_the_run_and_gives_the_summary_the_ratios_and_
     assert "- squall (1 worker, WARC on) / scrapy, medians of 1 run(s): pages/s 2.00, CPU-s per page 2.00" in lines
     assert "records/page, squall (1 worker, WARC on), medians: status 2.00, fetch 1.00" in text
     assert "| run |" not in text  # one run each: no per-run table
+    assert "seconds beyond the delays" not in text  # rows without the pace figures: no such note
+
+
+def test_the_report_says_where_the_seconds_beyond_the_delays_went():
+    losses = dict(start_lag_s=1.25, gap_excess_s=3.5, end_lag_s=0.5, median_gap_s=1.012)
+    rows = [row(**losses), row(run=2, **{**losses, "gap_excess_s": 5.5}), row(run=3, **losses)]
+    text = "\n".join(report_lines(META, rows, markdown=False))
+    assert (
+        "seconds beyond the delays, squall (1 worker, WARC on), medians, s a host: start lag 1.25, "
+        "gaps over the delay 3.50, end lag 0.50 (of 10.0 s; median gap 1.012 s)"
+    ) in text
 
 
 def test_the_report_lists_every_run_when_there_are_several():
@@ -387,7 +421,7 @@ def test_json_gets_none_for_nan_and_infinity():
 def test_the_json_report_reads_back_into_the_same_report():
     rows = [
         row(records={"status": 200}),
-        row(run=2, records={"status": 100}),
+        row(run=2, records={"status": 100}, start_lag_s=0.5, gap_excess_s=2.0, end_lag_s=0.1, median_gap_s=1.0),
         row("scrapy", pages=0, min_gap_s=math.nan, p1_gap_s=math.nan, cpu_s=None),
     ]
     data = json.loads(json.dumps(report_data(META, rows, {"runs": 2}), allow_nan=False))
