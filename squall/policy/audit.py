@@ -28,8 +28,10 @@ the request leaves; it is never added to the delay itself.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from squall.policy.codec import field_values
 
 WORST_KEPT = 5  # violations remembered per host (the latest), for the report
 
@@ -72,8 +74,8 @@ class HostAudit:
     recent: tuple[Violation, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["recent"] = [asdict(v) for v in self.recent]
+        d = field_values(self)
+        d["recent"] = [field_values(v) for v in self.recent]
         return d
 
     @classmethod

@@ -10,6 +10,8 @@ stopped agent). JSON is RFC 8259; Python's reader also takes ``NaN`` and
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -18,6 +20,22 @@ from enum import Enum
 from typing import Any
 
 from squall.errors import MessageError
+
+
+def field_values(obj: Any) -> dict[str, Any]:
+    """A dataclass instance's fields as a new dict, the values as they are (no copy).
+
+    What a record's JSON is made of: ``dataclasses.asdict`` would deep-copy
+    every list and dict, and nested dataclasses are turned into dicts by the
+    callers that have them. The dict is new; its values are the record's own,
+    so a caller that mutates a nested list or dict must copy it first.
+    """
+    return {name: getattr(obj, name) for name in _field_names(type(obj))}
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def clean(d: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from resiliparse.parse.html import HTMLTree
 from resiliparse.parse.lang import detect_fast
 
 from squall.errors import MessageError
+from squall.policy.codec import field_values
 from squall.policy.metadata import mapped, parse_mapping
 from squall.policy.parse import robots_directives
 
@@ -171,11 +172,9 @@ class Document:
     def to_bytes(self) -> bytes:
         """Compact UTF-8 JSON (non-ASCII text kept as is).
 
-        The fields as they are (not ``dataclasses.asdict``'s deep copy: the
-        encoder only reads them).
+        The fields as they are (:func:`squall.policy.codec.field_values`).
         """
-        fields = {name: getattr(self, name) for name in _FIELDS}
-        return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return json.dumps(field_values(self), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Document:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from squall.policy.backoff import HostBackoff
+from squall.policy.codec import field_values
 from squall.policy.crawl_delay import CrawlDelayState
 from squall.policy.pace import PaceState
 from squall.policy.reasons import Reason
@@ -89,7 +90,7 @@ class HostRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The hosts-table value: the fields, and ``blocked_until_s`` (derived) as records always had it."""
-        out = asdict(self)
+        out = field_values(self)
         out["blocked_until_s"] = self.blocked_until_s
         return out
 

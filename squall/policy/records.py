@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -20,6 +20,7 @@ from squall.policy.codec import (
     clean,
     decode_fields,
     decode_object,
+    field_values,
     finite_float,
     metadata,
     same,
@@ -105,8 +106,7 @@ class StatusMessage:
         return json.dumps(self._to_dict(), separators=(",", ":")).encode()
 
     def _to_dict(self) -> dict[str, Any]:
-        # built by hand: dataclasses.asdict deep-copies every list and dict (a profile's top entry)
-        obj = {name: getattr(self, name) for name in _STATUS_FIELDS}
+        obj = field_values(self)
         obj["status"] = self.status.value
         if self.reason is not None:
             obj["reason"] = self.reason.value
@@ -191,7 +191,6 @@ class StatusMessage:
         return [self.url, *self.more_urls]
 
 
-_STATUS_FIELDS = tuple(StatusMessage.__dataclass_fields__)
 _REASONS = frozenset(r.value for r in Reason)
 
 
@@ -220,7 +219,7 @@ class FetchMessage:
     archived_at_s: float | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(clean(asdict(self)), separators=(",", ":")).encode()
+        return json.dumps(clean(field_values(self)), separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> FetchMessage:
@@ -275,7 +274,7 @@ class SignalMessage:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this signal (None fields left out)."""
-        return clean(asdict(self))
+        return clean(field_values(self))
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()

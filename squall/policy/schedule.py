@@ -83,11 +83,12 @@ each of the five statuses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from squall.policy.adaptive import AdaptiveConfig, IntervalReason, adaptive_interval
+from squall.policy.codec import field_values
 from squall.policy.reasons import Reason, Status
 from squall.policy.records import StatusMessage
 from squall.policy.sitemaps import (
@@ -179,7 +180,7 @@ class UrlRecord:
     interval_reason: IntervalReason | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = field_values(self)
         d["status"] = self.status.value
         d["reason"] = None if self.reason is None else self.reason.value
         d["interval_reason"] = None if self.interval_reason is None else self.interval_reason.value
