@@ -11,7 +11,6 @@ stopped agent). JSON is RFC 8259; Python's reader also takes ``NaN`` and
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -30,12 +29,13 @@ def field_values(obj: Any) -> dict[str, Any]:
     callers that have them. The dict is new; its values are the record's own,
     so a caller that mutates a nested list or dict must copy it first.
     """
-    return {name: getattr(obj, name) for name in _field_names(type(obj))}
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
+    return {name: getattr(obj, name) for name in names}
 
 
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass → its field names, in order
 
 
 def clean(d: dict[str, Any]) -> dict[str, Any]:
