@@ -87,13 +87,16 @@ LOSSES = {"start_lag_s": "start lag", "gap_excess_s": "gaps over the delay", "en
 
 def losses_note(label: str, rows: Sequence[Row]) -> str | None:
     """Where ``label``'s seconds went beyond the delays, medians over ``rows`` (seconds, mean host); None if unknown."""
-    spreads = {name: spread(getattr(r, name) for r in rows) for name in (*LOSSES, "median_gap_s", "elapsed_s")}
-    if any(s is None for s in spreads.values()):
-        return None
-    parts = ", ".join(f"{words} {spreads[name].median:.2f}" for name, words in LOSSES.items())  # type: ignore[union-attr]
+    medians: dict[str, float] = {}
+    for name in (*LOSSES, "median_gap_s", "elapsed_s"):
+        s = spread(getattr(r, name) for r in rows)
+        if s is None:
+            return None
+        medians[name] = s.median
+    parts = ", ".join(f"{words} {medians[name]:.2f}" for name, words in LOSSES.items())
     return (
         f"seconds beyond the delays, {label}, medians, s a host: {parts} "
-        f"(of {spreads['elapsed_s'].median:.1f} s; median gap {spreads['median_gap_s'].median:.3f} s)"  # type: ignore[union-attr]
+        f"(of {medians['elapsed_s']:.1f} s; median gap {medians['median_gap_s']:.3f} s)"
     )
 
 
@@ -189,7 +192,7 @@ def from_report_data(data: Mapping[str, Any]) -> tuple[Meta, list[Row]]:
     meta["load"] = tuple(meta["load"])
     meta["notes"] = tuple(meta.get("notes") or ())
     names = set(Row.__dataclass_fields__)
-    nan_if_none = ("min_gap_s", "p1_gap_s", *LOSSES)  # NaN became null in JSON
+    nan_if_none = ("min_gap_s", "p1_gap_s", *LOSSES, "median_gap_s")  # NaN became null in JSON
     rows = []
     for r in data["rows"]:
         kw: dict[str, Any] = {k: v for k, v in r.items() if k in names}
