@@ -111,6 +111,7 @@ POSITIVE = (
     "kafka.session.timeout.secs",
     "kafka.outage.log.interval.secs",
     "kafka.outage.quiet.secs",
+    "kafka.consumer.fetch.max.wait.secs",
     "partition.ip.cache.secs",
     "render.timeout",
     "render.idle.secs",

@@ -42,8 +42,22 @@
    leader left out (not in its metadata yet) makes it refresh the metadata
    and rejoin the group until the topic is in (invariant 7).
 
+6. **No turn of the event loop per message read.** Faust hands each
+   message to the conductor through mode's ``wait_first`` (four tasks and at
+   least one turn of the loop each); :meth:`Consumer._drain_messages` does it
+   through :func:`squall.worker.drain.deliver`, a plain call unless the
+   conductor has to wait (analysis in :mod:`squall.worker.drain`).
+
+7. **The broker answers a fetch within ``kafka.consumer.fetch.max.wait.secs``**
+   (Kafka's ``fetch.max.wait.ms``) instead of Faust's fixed 1.5 s. aiokafka
+   keeps one fetch request open per broker and leaves out of it every
+   partition whose previous messages are still buffered, so a message
+   produced to such a partition meanwhile waited up to 1.5 s for the open
+   request's answer before it was even asked for.
+
 The hooks are private Faust API (``_filter_committable_offsets``,
-``on_partitions_revoked`` and ``ack``), pinned by tests/unit/test_kafka_consumer.py.
+``on_partitions_revoked``, ``ack``, ``_drain_messages`` and aiokafka's
+``AIOKafkaConsumer._fetch_max_wait_ms``), pinned by tests/unit/test_kafka_consumer.py.
 """
 
 from __future__ import annotations
@@ -51,15 +65,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from typing import Any, ClassVar, cast
 
-from faust.transport.consumer import CONSUMER_PARTITIONS_REVOKED
+from faust.transport.consumer import CONSUMER_FETCHING, CONSUMER_PARTITIONS_REVOKED
 from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, Message
-from mode import Service
+from mode import Service, ServiceT
 
 from squall.policy.lease import Fence
+from squall.worker.drain import deliver
 from squall.worker.group_lease import GroupLease
 from squall.worker.offset_commit import StuckWatch, committable_offset
 from squall.worker.topic_setup import LATE_TOPICS_ENV, is_late, late_topics, missing_from_assignment
@@ -77,6 +92,63 @@ class Consumer(aiokafka_driver.Consumer):
         self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
         margin_s = self.app.squall_settings.kafka_session_fence_margin_secs  # type: ignore[attr-defined]  # SquallApp
         self.lease = GroupLease(Fence(self.app.conf.broker_session_timeout, margin_s))  # fix 4
+
+    async def _drain_messages(self, fetcher: ServiceT) -> None:  # pragma: no cover - the worker's read loop
+        """Faust's read loop (``Consumer._drain_messages``) with each message handed over by :func:`deliver` (fix 6).
+
+        As Faust's: read a batch (``getmany``, 1 s), note gaps in the offsets
+        of acked topics, commit every ``broker_commit_every`` acks, hand each
+        message to the conductor and record it as read; yield to the loop
+        every 100 messages. Only the hand-over differs.
+        """
+        callback, getmany = self.callback, self.getmany
+        consumer_should_stop, fetcher_should_stop = self._stopped.is_set, cast(Service, fetcher)._stopped.is_set
+        read_offset = self._read_offset
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        suspend_flow = self.suspend_flow
+
+        def interruptible(rest: Awaitable[Any]) -> Awaitable[Any]:
+            return self.wait_first(rest, suspend_flow.wait())
+
+        since_yield = 0
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                batch = getmany(timeout=1.0)
+                await self.sleep(0)
+                if self.should_stop:
+                    continue
+                async for tp, message in batch:
+                    since_yield += 1
+                    if since_yield > 100:
+                        await asyncio.sleep(0)
+                        since_yield = 0
+                    offset, last = message.offset, read_offset[tp]
+                    if last is not None and offset < last:
+                        continue  # read before (a seek back): Faust drops it too
+                    if last and offset - last > 1 and acks_enabled_for(message.topic):
+                        await self._add_gap(tp, last + 1, offset)
+                    if self._commit_every is not None and self._n_acked >= self._commit_every:
+                        self._n_acked = 0
+                        await self.commit()
+                    rest = deliver(cast(Coroutine[Any, Any, Any], callback(message)), interruptible)
+                    if rest is not None:
+                        await rest
+                    read_offset[tp] = offset
+                self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if not self.transport.app.should_stop:
+                raise
+            log.info("Broker stopped consumer, shutting down...")
+        except asyncio.CancelledError:
+            if not self.transport.app.should_stop:
+                raise
+            log.info("Consumer shutting down for user cancel.")
+        except Exception as exc:
+            log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
 
     def _new_consumer_thread(self) -> aiokafka_driver.AIOKafkaConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -262,6 +334,13 @@ class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
         lease = getattr(self.consumer, "lease", None)  # squall's Consumer
         if lease is not None and coordinator is not None and hasattr(coordinator, "_send_req"):  # a group
             lease.watch(coordinator)
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        """Faust's worker consumer, with ``kafka.consumer.fetch.max.wait.secs`` instead of its fixed 1.5 s (fix 7)."""
+        consumer = super()._create_worker_consumer(transport)
+        wait_s = self.consumer.app.squall_settings.kafka_consumer_fetch_max_wait_secs  # type: ignore[attr-defined]
+        consumer._fetch_max_wait_ms = round(wait_s * 1000)  # read by AIOKafkaConsumer.start() for its Fetcher
+        return consumer
 
     _rejoining: asyncio.Task | None = None
 
