@@ -128,8 +128,18 @@ def addresses() -> AddressService:
     return held
 
 
+def stored(table: MutableMapping[bytes, Any], key: bytes) -> Any:
+    """The value of ``key`` in ``table`` (a Faust table or a test's dict), None when absent, read once.
+
+    A Faust table's own ``get`` asks its store twice (``key in store``, then
+    ``store[key]``: two RocksDB lookups and two key encodings); its store
+    (``Table.data``, the underlying storage) answers ``get`` with one.
+    """
+    return getattr(table, "data", table).get(key)
+
+
 def load_host(key: str) -> HostRecord:
-    raw = tables().hosts.get(key.encode())
+    raw = stored(tables().hosts, key.encode())
     return HostRecord(key=key) if raw is None else HostRecord.from_dict(raw)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from agents.common import config, fetch_runtime, tables
+from agents.common import config, fetch_runtime, stored, tables
 from agents.worker_state import state
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
@@ -118,5 +118,5 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = tables().urls.get(url.encode())
+    raw = stored(tables().urls, url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)

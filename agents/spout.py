@@ -18,7 +18,7 @@ import logging
 import time
 
 from agents import queues
-from agents.common import config, fetch_runtime, load_host, save_host, tables
+from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
 from agents.worker_state import state
 from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
@@ -96,7 +96,7 @@ def release_stranded(partition: int, now_s: float) -> None:
 
 
 def _record(url: str) -> UrlRecord | None:
-    raw = tables().urls.get(url.encode())
+    raw = stored(tables().urls, url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from agents.addresses import host_port
-from agents.common import addresses, config, deadletter, load_host, save_host, tables
+from agents.common import addresses, config, deadletter, load_host, save_host, stored, tables
 from agents.observe import observed
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
@@ -293,7 +293,7 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     URL lives with its queue's partition; a seeded name stays seeded under
     its new key.
     """
-    raw = tables().urls.get(url.encode())
+    raw = stored(tables().urls, url.encode())
     if raw is None:
         return None
     old = UrlRecord.from_dict(raw)
@@ -306,7 +306,7 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
 
 def _forget(url: str) -> None:
     """Delete the record of ``url`` from this partition (it moved with its host) and from the due index."""
-    raw = tables().urls.get(url.encode())
+    raw = stored(tables().urls, url.encode())
     if raw is None:
         return
     index = state().index_for_key(UrlRecord.from_dict(raw).key)
@@ -369,7 +369,7 @@ def _apply(
     if nothing_if_known(msg) and url.encode() in tables().urls:
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     discovered = msg.fetched_at_s is None
-    raw = tables().urls.get(url.encode())
+    raw = stored(tables().urls, url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
         host = replace(host, url_count=host.url_count + 1)
