@@ -226,7 +226,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         metavar="FILE",
         default=None,
-        help="py-spy record the first squall worker into FILE (collapsed stacks; pip install py-spy)",
+        help="py-spy record the first squall worker into FILE (collapsed stacks; py-spy comes with make venv)",
     )
     p.add_argument("--keep", action="store_true", help="keep the work directory (worker logs, configs)")
     args = p.parse_args(argv)
