@@ -60,7 +60,7 @@ def hand_out(
     in it. Returns the host record (with the new hand-outs in flight at
     ``now_s``; the caller saves it when it changed) and the fetch messages to send.
     """
-    records = [(r, r.next_fetch_at_s) for r in map(_record, urls) if r is not None and r.next_fetch_at_s is not None]
+    records = [(r, r.next_fetch_at_s) for r in map(url_record, urls) if r is not None and r.next_fetch_at_s is not None]
     handout = config().handout
     due = choose(host, records, now_s, now_s if eligible_by_s is None else eligible_by_s, handout)
     for r, at_s in records:
@@ -117,6 +117,7 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     return hand_out(index, key, host, urls, now_s, eligible_by_s=now_s + host.delay_s)
 
 
-def _record(url: str) -> UrlRecord | None:
+def url_record(url: str) -> UrlRecord | None:
+    """The stored record of ``url`` (the urls table), or None."""
     raw = stored(tables().urls, url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)

@@ -18,12 +18,11 @@ import logging
 import time
 
 from agents import queues
-from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
+from agents.common import config, fetch_runtime, load_host, save_host
 from agents.worker_state import state
 from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage, TickMessage
-from squall.policy.schedule import UrlRecord
 from squall.policy.takeover import stranded
 from topology import app, fetch_topic, settings, ticks_topic
 
@@ -86,18 +85,13 @@ def release_stranded(partition: int, now_s: float) -> None:
         )
         host = host.without_handouts(urls).with_pace(on_takeover(host.pace(), since, True))
         save_host(host)
-        for r in (_record(u) for u in urls):
+        for r in (queues.url_record(u) for u in urls):
             if r is not None and r.next_fetch_at_s is not None:
                 index.push(key, r.url, r.next_fetch_at_s, r.priority)
         index.set_host_ready(
             key,
             eligible_at_s(host, now_s, config().handout),
         )
-
-
-def _record(url: str) -> UrlRecord | None:
-    raw = stored(tables().urls, url.encode())
-    return None if raw is None else UrlRecord.from_dict(raw)
 
 
 @app.timer(settings.frontier_tick_interval_secs)
