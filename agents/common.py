@@ -138,9 +138,15 @@ def stored(table: MutableMapping[bytes, Any], key: bytes) -> Any:
     return getattr(table, "data", table).get(key)
 
 
-def load_host(key: str) -> HostRecord:
+def stored_host(key: str) -> HostRecord | None:
+    """The host record of queue ``key`` as stored, None when the hosts table has none."""
     raw = stored(tables().hosts, key.encode())
-    return HostRecord(key=key) if raw is None else HostRecord.from_dict(raw)
+    return None if raw is None else HostRecord.from_dict(raw)
+
+
+def load_host(key: str) -> HostRecord:
+    """The host record of queue ``key``: as stored, or a new one (no record yet)."""
+    return stored_host(key) or HostRecord(key=key)
 
 
 def save_host(host: HostRecord) -> None:

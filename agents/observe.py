@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,3 +166,14 @@ def observe_result(status: StatusMessage) -> None:
 def observe_robots(status: int | None) -> None:
     """Count one robots.txt fetch by outcome (None: unreachable)."""
     observed().metrics.robots_fetches.labels(outcome=robots_outcome(status)).inc()
+
+
+def count_refused(counts: Mapping[str, int]) -> None:
+    """Count refused outlinks of hosts with no record (reason value → n) in ``squall_links_refused``.
+
+    Such a host (never seeded, holding no URL) gets no record just to count
+    its refusals: at web scale one record per host ever linked to would grow
+    the hosts table without bound; the counts are the worker's metrics.
+    """
+    for reason, n in counts.items():
+        observed().metrics.links_refused.labels(reason=reason).inc(n)

@@ -15,10 +15,14 @@ from __future__ import annotations
 import asyncio
 
 from agents.common import config
+from agents.observe import count_refused
 from agents.sitemaps import parse_sitemap
+from agents.worker_state import known_here, refused_here
 from squall.net.http import FetchResult
 from squall.policy import metadata as md
+from squall.policy.admission import left_to_send
 from squall.policy.parse import is_parseable, parse_html
+from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.records import FetchMessage, StatusMessage
 from squall.policy.scope import batch_outlinks
 from squall.policy.sitemaps import is_marked
@@ -86,7 +90,27 @@ async def parse_fetched(
     A larger page, and any sitemap, is parsed in a thread: a 50 000-entry
     sitemap or a large page takes seconds to read, off the event loop; a
     small page costs less than the hand-off to a thread.
+
+    Then, on the loop, what this worker can settle itself for the
+    partitions it owns (:func:`squall.policy.admission.left_to_send`) costs
+    no message: a link it already stores (a rediscovery changes nothing),
+    and one the status updater would refuse for a host with no record (e.g.
+    ``scope.host``: counted in ``squall_links_refused``, as the status
+    updater would count it). Not under byIP, whose batches group by host
+    name, not by the key that holds the records.
     """
     if len(result.body) <= inline_max_bytes and not is_marked(msg.metadata):
-        return parse(result, depth=msg.depth, metadata=msg.metadata)
-    return await asyncio.to_thread(parse, result, depth=msg.depth, metadata=msg.metadata)
+        recorded, found = parse(result, depth=msg.depth, metadata=msg.metadata)
+    else:
+        recorded, found = await asyncio.to_thread(parse, result, depth=msg.depth, metadata=msg.metadata)
+    if config().by_ip or not found:
+        return recorded, found
+    found, refusals = left_to_send(found, known=known_here, refused=refused_here, partition_of=_partition_of)
+    if refusals:
+        count_refused({reason.value: n for reason, n in refusals.items()})
+    return recorded, found
+
+
+def _partition_of(url: str) -> int:
+    """The Kafka partition of a canonical outlink: that of its partition key (``partition.url.mode``)."""
+    return partition_for_key(partition_key(url, config().mode), config().partitions)

@@ -7,9 +7,10 @@ the event's table writes so each host record is read and written once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from agents.common import load_host, save_host
+from agents.common import save_host, stored_host
+from agents.observe import count_refused
 from squall.policy.frontier import HostRecord
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
@@ -43,18 +44,27 @@ class Writes:
     ``hosts``: key → (record as read, record now); ``stores``: URL records to
     write, after the host records (a crash in between re-delivers the
     message, and a URL already stored would no longer count in its host's
-    ``url_count``); ``regulated``: keys whose signal was applied in this event.
+    ``url_count``); ``regulated``: keys whose signal was applied in this event;
+    ``absent``: keys the hosts table had no record of when read.
+
+    A host with no record whose only change is refusals (an out-of-scope
+    host: never seeded, holding no URL) is not written: its refusals are
+    counted in the worker's metrics (:func:`agents.observe.count_refused`).
     """
 
     hosts: dict[str, tuple[HostRecord, HostRecord]] = field(default_factory=dict)
     stores: list[UrlRecord] = field(default_factory=list)
     regulated: list[str] = field(default_factory=list)
+    absent: set[str] = field(default_factory=set)
 
     def host(self, key: str) -> HostRecord:
         known = self.hosts.get(key)
         if known is not None:
             return known[1]
-        host = load_host(key)
+        host = stored_host(key)
+        if host is None:
+            host = HostRecord(key=key)
+            self.absent.add(key)
         self.hosts[key] = (host, host)
         return host
 
@@ -64,8 +74,12 @@ class Writes:
     def flush(self, store: Callable[[UrlRecord], None]) -> None:
         """Write the host records that changed, then the URL records with ``store`` (which keeps the due index)."""
         for start, host in self.hosts.values():
-            if host is not start:
-                save_host(host)
+            if host is start:
+                continue
+            if host.key in self.absent and replace(host, rejected=start.rejected) == start:
+                count_refused(host.rejected)  # refusals only, of a host with no record: not written
+                continue
+            save_host(host)
         for record in self.stores:
             store(record)
-        self.hosts, self.stores = {}, []
+        self.hosts, self.stores, self.absent = {}, [], set()

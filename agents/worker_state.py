@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import MutableMapping
+from typing import Any
 
 from agents.common import config, tables
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import eligible_at_s
-from squall.policy.partition import partition_for_key
+from squall.policy.partition import partition_for_key, partition_key
+from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
+from squall.policy.scope import check
 from squall.policy.takeover import assigned_since, release_at_s
 from topology import app, settings, ticks_topic
 
@@ -146,3 +150,46 @@ def owned_partitions() -> set[int]:
     """The partitions this worker owns now (every topic is co-partitioned: those of the ticks topic)."""
     topic = ticks_topic.get_topic_name()
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+
+
+def known_here(url: str, partition: int) -> bool:
+    """Whether canonical ``url`` (of Kafka ``partition``) has a record in this worker's urls table.
+
+    Asked by the parse step of its outlinks (:func:`squall.policy.admission.left_to_send`);
+    answers only for a partition this worker owns and has rebuilt its due
+    index from (recovery done): for any other partition False, so the link
+    goes out as it would have.
+    """
+    return partition in state().indexes and _in_partition(tables().urls, url.encode(), partition)
+
+
+def refused_here(url: str, partition: int, depth: int) -> Reason | None:
+    """Why the status updater would refuse canonical outlink ``url`` at ``depth``, its host having no record.
+
+    The status updater's own check (:func:`squall.policy.scope.check`) with
+    what a host without a record gives it (not seeded, no URL): under the
+    seeded-hosts scope a link to a host never seeded is refused
+    (``scope.host``). None when the host has a record (the status updater
+    decides), when the check admits it, or for a partition this worker does
+    not own or has not recovered.
+    """
+    if partition not in state().indexes:
+        return None
+    key = partition_key(url, config().mode)
+    if _in_partition(tables().hosts, key.encode(), partition):
+        return None
+    return check(url, depth=depth, host_seeded=False, host_url_count=0, config=config().scope)
+
+
+def _in_partition(table: MutableMapping[bytes, Any], key: bytes, partition: int) -> bool:
+    """Whether ``table`` holds ``key`` in ``partition``'s store: one RocksDB lookup, its bloom filter first.
+
+    Faust's own ``in`` looks in the store of the current event's partition,
+    which is not ``key``'s when the event is another partition's; a test's
+    dict table is asked directly.
+    """
+    dbs = getattr(getattr(table, "data", None), "_dbs", None)  # faust.stores.rocksdb.Store: partition → Rdict
+    if dbs is None:
+        return key in table
+    db = dbs.get(partition)
+    return db is not None and db.key_may_exist(key) and db.get(key) is not None

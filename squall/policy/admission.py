@@ -16,7 +16,7 @@ The status updater's decisions (StormCrawler's StatusUpdaterBolt; its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from squall.policy.frontier import HostRecord
@@ -58,3 +58,62 @@ def nothing_if_known(msg: StatusMessage) -> bool:
     something. Asked before the (costlier) lookup of the URL in the table.
     """
     return msg.fetched_at_s is None and msg.moved is None and not news_for_known(msg)
+
+
+def left_to_send(
+    batches: list[StatusMessage],
+    *,
+    known: Callable[[str, int], bool],
+    refused: Callable[[str, int, int], Reason | None],
+    partition_of: Callable[[str], int],
+) -> tuple[list[StatusMessage], dict[Reason, int]]:
+    """The parse step's outlink batches less what this worker can settle itself → (batches, refusals per reason).
+
+    ``batches``: DISCOVERED messages, one per Kafka partition, as
+    :func:`squall.policy.scope.batch_outlinks` makes them; ``partition_of``:
+    a URL's partition (every URL of a batch shares it: asked once per
+    batch). For each link:
+
+    * ``known(url, partition)`` True — the URL has a record in the urls
+      table: a plain rediscovery changes nothing (the status updater's exact
+      dedup), so it is left out;
+    * else ``refused(url, partition, depth)`` a reason — the status updater
+      would refuse it with that reason and, its host having no record,
+      count it in no record either (:mod:`agents.status_writes`): it is
+      left out and counted in the returned refusals.
+
+    Both callers answer False / None for a partition they cannot see, so an
+    unknown answer only costs a message. A batch that :func:`nothing_if_known`
+    excludes (a sitemap's marker or ``lastmod``) is kept whole. A batch left
+    with no link is dropped, unless it carries refusal counts: those still
+    reach their hosts' records, riding on one of its links (a known one is a
+    no-op for the status updater; a refused one is counted there as here).
+    Order is kept.
+    """
+    out: list[StatusMessage] = []
+    refusals: dict[Reason, int] = {}
+    for batch in batches:
+        if not nothing_if_known(batch):
+            out.append(batch)
+            continue
+        partition = partition_of(batch.url)
+        kept: list[str] = []
+        reasons: dict[str, Reason] = {}
+        for url in (batch.url, *batch.more_urls):
+            if known(url, partition):
+                continue
+            reason = refused(url, partition, batch.depth)
+            if reason is None:
+                kept.append(url)
+            else:
+                reasons[url] = reason
+        if not kept and batch.rejected:  # the refusal counts ride on its first link, counted there if refused
+            kept = [batch.url]
+            reasons.pop(batch.url, None)
+        for reason in reasons.values():
+            refusals[reason] = refusals.get(reason, 0) + 1
+        if len(kept) == 1 + len(batch.more_urls):
+            out.append(batch)
+        elif kept:
+            out.append(replace(batch, url=kept[0], more_urls=kept[1:]))
+    return out, refusals

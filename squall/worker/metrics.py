@@ -75,6 +75,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.links_refused = Counter(
+            "squall_links_refused",
+            "Outlinks refused for a host that has no record in the hosts table (a host never seeded and "
+            "holding no URL: counted here, not in a host record), by reason",
+            ["reason"],
+            registry=r,
+        )
         for outcome in ROBOTS_OUTCOMES:  # export every outcome from the start (0 is information)
             self.robots_fetches.labels(outcome=outcome)
 

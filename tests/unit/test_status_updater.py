@@ -13,6 +13,7 @@ import pytest
 import topology  # declares the app
 import agents.common as common
 import agents.status_updater as su
+from agents.observe import observed
 from agents.worker_state import WorkerState, state
 from squall.policy.due_index import DueIndex
 from squall.policy.partition import partition_for_key
@@ -65,8 +66,12 @@ def test_a_batch_admits_every_new_url_of_its_hosts_with_one_host_record_each(tab
     batch = StatusMessage(url="http://a.example/1", depth=1, more_urls=["http://a.example/2", "http://A.example/3#x"])
     done = deliver(batch, "a.example")
     assert done.reroutes == [] and done.dead == []
-    assert {k.decode() for k in urls} == {"http://a.example/", "http://a.example/1", "http://a.example/2",
-                                          "http://a.example/3"}
+    assert {k.decode() for k in urls} == {
+        "http://a.example/",
+        "http://a.example/1",
+        "http://a.example/2",
+        "http://a.example/3",
+    }
     assert host(hosts, "a.example")["url_count"] == 4
     assert len(state().index_for_key("a.example")) == 4
 
@@ -78,6 +83,17 @@ def test_a_rediscovered_url_changes_nothing_and_unseeded_hosts_are_refused_and_c
     before = dict(urls)
     deliver(StatusMessage(url="http://a.example/1", depth=2, more_urls=["http://a.example/"]), "a.example")
     assert dict(urls) == before and host(hosts, "a.example")["url_count"] == 2
+    refused = observed().metrics.links_refused.labels(reason="scope.host")
+    counted = refused._value.get()
+    deliver(StatusMessage(url="http://elsewhere.example/x", depth=1), "elsewhere.example")
+    assert b"elsewhere.example" not in hosts  # a host with no record gets none for its refusals
+    assert refused._value.get() == counted + 1  # they are the worker's metrics
+
+
+def test_refusals_of_a_host_with_a_record_are_counted_in_it(tables):
+    _, hosts = tables
+    seed("a.example")
+    hosts[b"elsewhere.example"] = {"key": "elsewhere.example"}  # e.g. a host that held URLs once
     deliver(StatusMessage(url="http://elsewhere.example/x", depth=1), "elsewhere.example")
     assert host(hosts, "elsewhere.example")["rejected"] == {"scope.host": 1}
 
@@ -128,6 +144,7 @@ def test_a_sitemap_marker_on_a_known_url_still_reaches_the_record(tables):
 def test_a_fetch_result_updates_the_record(tables):
     urls, _ = tables
     seed("a.example")
-    deliver(StatusMessage(url="http://a.example/", status=Status.FETCHED, fetched_at_s=NOW, http_status=200),
-            "a.example")
+    deliver(
+        StatusMessage(url="http://a.example/", status=Status.FETCHED, fetched_at_s=NOW, http_status=200), "a.example"
+    )
     assert urls.get(b"http://a.example/")["status"] == "FETCHED"
