@@ -220,7 +220,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--report",
         metavar="FILE",
         default=None,
-        help="crawl nothing: print the report of an earlier run from its --json FILE (with --markdown: for the docs)",
+        help="crawl nothing: print the report of an earlier run from its --json FILE (with --markdown: for the docs; "
+        "with --history: append its rows)",
     )
     p.add_argument(
         "--profile",
@@ -250,7 +251,10 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.report:
-        print("\n".join(report_lines(*from_report_data(json.loads(Path(args.report).read_text())), args.markdown)))
+        kept = from_report_data(json.loads(Path(args.report).read_text()))
+        print("\n".join(report_lines(*kept, args.markdown)))
+        if args.history:  # a run kept as JSON, appended to the history afterwards
+            append_history(Path(args.history), history_rows(*kept))
         return 0
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from squall.tools import kafka_local
