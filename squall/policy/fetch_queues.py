@@ -177,12 +177,17 @@ class FetchQueues(Generic[T]):
 
     def next_ready_at_s(self) -> float | None:
         """When (s) the earliest queue is due; None when no queue has an item it may start."""
+        ready = self.next_ready()
+        return None if ready is None else ready[0]
+
+    def next_ready(self) -> tuple[float, str] | None:
+        """(when (s), key) of the earliest queue due; None when no queue has an item it may start."""
         tickets = self._tickets
         while tickets:
             ready_at_s, seq, key = tickets[0]
             queue = self._queues.get(key)
             if queue is not None and queue.ticket_seq == seq:
-                return ready_at_s
+                return ready_at_s, key
             heapq.heappop(tickets)
         return None
 

@@ -57,6 +57,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("squall.fetcher")
 FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
 FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the waiting URLs back
+# A timer wakes the loop late: the selector's timeout is rounded up to the next millisecond
+# (epoll_wait(2) counts milliseconds) and asyncio.wait_for takes more turns of the loop. For a queue
+# whose delay is short, where a millisecond is a share of its pace worth having, the dispatcher's
+# timer ends this long (s) before the queue is due, and the last stretch is turns of the loop.
+PRECISE_WAKE_S = 0.0015
+PRECISE_DELAY_S = 0.25  # queues whose delay in force (s) is under this get the precise wake-up
 
 
 class Ownership(Protocol):
@@ -386,8 +392,13 @@ class FetcherRuntime:
                     self.free_slots += 1
                 else:
                     granted.set_result(None)
-            ready = self.queues.next_ready_at_s()
-            timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready - now)
+            ready = self.queues.next_ready()
+            timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready[0] - now)
+            if timeout is not None and ready is not None and self._precise(ready[1]):
+                if timeout <= PRECISE_WAKE_S:  # due within the timer's error: a turn of the loop, then look again
+                    await asyncio.sleep(0)
+                    continue
+                timeout -= PRECISE_WAKE_S
             lease = self._lease()
             if lease is not None:  # wake up in time to see the fence close, or the membership end
                 open_s = min(lease.open_for_s(), FENCE_WAKE_S)
@@ -395,6 +406,11 @@ class FetcherRuntime:
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), timeout)
+
+    def _precise(self, key: str) -> bool:
+        """Whether queue ``key``'s next start is worth a precise wake-up: its delay in force is short."""
+        known = self.paces.get(key)
+        return known is not None and known[1].delay_s < PRECISE_DELAY_S
 
     def count_takeover_fetch(self, msg: FetchMessage) -> None:
         """Count (and log) a fetch of a hand-out an earlier owner of the partition made: a repeat if it fetched it."""

@@ -29,6 +29,16 @@ def test_a_new_queue_is_ready_at_the_time_it_is_given():
     assert q.take(10.0) == ("a", "a1")
 
 
+def test_the_next_ready_queue_is_named_with_its_time():
+    q = make()
+    assert q.next_ready() is None
+    q.add("a", "a1", ready_at_s=10.0)
+    q.add("b", "b1", ready_at_s=7.0)
+    assert q.next_ready() == (7.0, "b")
+    assert q.take(7.0) == ("b", "b1")
+    assert q.next_ready() == (10.0, "a")
+
+
 def test_the_next_fetch_waits_for_the_time_given_at_finish():
     q = make()
     q.add("a", "a1", 0.0)
