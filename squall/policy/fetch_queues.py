@@ -47,6 +47,29 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+# A timer wakes the loop late: the selector rounds its timeout up to the next millisecond
+# (epoll_wait(2) counts milliseconds) and asyncio.wait_for takes more turns of the loop.
+PRECISE_WAKE_S = 0.0015
+PRECISE_DELAY_S = 0.25  # queues whose delay in force (s) is under this get the precise wake-up
+
+
+def wake_after_s(ready_at_s: float, now_s: float, delay_s: float | None) -> float:
+    """How long (s) the fetch dispatcher's timer may sleep before the earliest queue is due at ``ready_at_s``.
+
+    ``delay_s``: that queue's delay in force (s; None: not known yet). For a
+    short delay (under ``PRECISE_DELAY_S``), where a millisecond is a share of
+    the pace worth having, the timer ends ``PRECISE_WAKE_S`` early and the
+    last stretch is 0.0 before the due time: the dispatcher takes a turn of
+    the event loop (``asyncio.sleep(0)``), then looks again. Never lets a queue start early: the queues grant nothing before
+    its time (:meth:`FetchQueues.take`); this only decides how the wait is
+    spent. Longer delays keep the timer alone (no turn spent).
+    """
+    wait_s = max(0.0, ready_at_s - now_s)
+    if delay_s is None or delay_s >= PRECISE_DELAY_S:
+        return wait_s
+    return 0.0 if wait_s <= PRECISE_WAKE_S else wait_s - PRECISE_WAKE_S
+
+
 @dataclass(eq=False)
 class FetchQueue(Generic[T]):
     """State of one fetch queue (StormCrawler ``FetchItemQueue``).

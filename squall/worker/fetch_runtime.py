@@ -41,7 +41,7 @@ from squall.net.warc import WarcWriter
 from squall.policy import fetch_decision as fd
 from squall.policy.backoff import TokenBucket, try_take
 from squall.policy.control import OperatorState
-from squall.policy.fetch_queues import FetchQueues
+from squall.policy.fetch_queues import FetchQueues, wake_after_s
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import PartitionMode, partition_for_key, partition_key
@@ -57,12 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("squall.fetcher")
 FENCE_POLL_S = 0.1  # while fenced, how often (s) the fetcher looks for a confirmation of its membership
 FENCE_WAKE_S = 1.0  # at most this long (s) before an ended membership hands the waiting URLs back
-# A timer wakes the loop late: the selector's timeout is rounded up to the next millisecond
-# (epoll_wait(2) counts milliseconds) and asyncio.wait_for takes more turns of the loop. For a queue
-# whose delay is short, where a millisecond is a share of its pace worth having, the dispatcher's
-# timer ends this long (s) before the queue is due, and the last stretch is turns of the loop.
-PRECISE_WAKE_S = 0.0015
-PRECISE_DELAY_S = 0.25  # queues whose delay in force (s) is under this get the precise wake-up
 
 
 class Ownership(Protocol):
@@ -393,12 +387,11 @@ class FetcherRuntime:
                 else:
                     granted.set_result(None)
             ready = self.queues.next_ready()
-            timeout = None if ready is None or self.free_slots == 0 else max(0.0, ready[0] - now)
-            if timeout is not None and ready is not None and self._precise(ready[1]):
-                if timeout <= PRECISE_WAKE_S:  # due within the timer's error: a turn of the loop, then look again
-                    await asyncio.sleep(0)
-                    continue
-                timeout -= PRECISE_WAKE_S
+            delay_s = self.paces[ready[1]][1].delay_s if ready is not None and ready[1] in self.paces else None
+            timeout = None if ready is None or self.free_slots == 0 else wake_after_s(ready[0], now, delay_s)
+            if timeout == 0.0 and ready is not None and ready[0] > now:  # the last stretch: a turn of the loop
+                await asyncio.sleep(0)
+                continue
             lease = self._lease()
             if lease is not None:  # wake up in time to see the fence close, or the membership end
                 open_s = min(lease.open_for_s(), FENCE_WAKE_S)
@@ -406,11 +399,6 @@ class FetcherRuntime:
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), timeout)
-
-    def _precise(self, key: str) -> bool:
-        """Whether queue ``key``'s next start is worth a precise wake-up: its delay in force is short."""
-        known = self.paces.get(key)
-        return known is not None and known[1].delay_s < PRECISE_DELAY_S
 
     def count_takeover_fetch(self, msg: FetchMessage) -> None:
         """Count (and log) a fetch of a hand-out an earlier owner of the partition made: a repeat if it fetched it."""

@@ -183,17 +183,6 @@ def test_paces_of_partitions_no_longer_owned_are_forgotten(sent: Sent) -> None:
     assert list(runtime.paces) == [HOST]
 
 
-def test_only_queues_with_a_short_delay_get_the_precise_wake_up(sent: Sent) -> None:
-    from squall.policy.pace import PaceState
-    from squall.worker.fetch_runtime import PRECISE_DELAY_S
-
-    runtime = new_fetch_runtime()
-    runtime.paces = {"short.example": (1.0, PaceState(delay_s=0.05)), HOST: (1.0, PaceState(delay_s=PRECISE_DELAY_S))}
-    assert runtime._precise("short.example")
-    assert not runtime._precise(HOST)  # a millisecond is nothing to a long delay: no turns of the loop spent
-    assert not runtime._precise("unknown.example")  # no pace yet: the delay is not known
-
-
 # ---------------------------------------------------------------- politeness audit, written per batch
 
 

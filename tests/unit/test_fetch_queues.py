@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from squall.policy.fetch_queues import FetchQueues
+from squall.policy.fetch_queues import PRECISE_DELAY_S, PRECISE_WAKE_S, FetchQueues, wake_after_s
 from tests.unit.settings_helper import from_settings
 
 
@@ -37,6 +37,22 @@ def test_the_next_ready_queue_is_named_with_its_time():
     assert q.next_ready() == (7.0, "b")
     assert q.take(7.0) == ("b", "b1")
     assert q.next_ready() == (10.0, "a")
+
+
+@pytest.mark.parametrize(
+    ("ready_at_s", "delay_s", "wait_s"),
+    [
+        (10.5, 1.0, 0.5),  # a long delay: the timer alone, to the due time
+        (10.5, PRECISE_DELAY_S, 0.5),
+        (10.5, None, 0.5),  # no pace known yet: the timer alone
+        (10.5, 0.05, 0.5 - PRECISE_WAKE_S),  # a short delay: the timer ends early
+        (10.001, 0.05, 0.0),  # then turns of the loop until due
+        (9.0, 0.05, 0.0),
+        (9.0, 1.0, 0.0),  # already due
+    ],
+)
+def test_the_dispatcher_wakes_early_only_for_short_delays(ready_at_s, delay_s, wait_s):
+    assert wake_after_s(ready_at_s, 10.0, delay_s) == pytest.approx(wait_s)
 
 
 def test_the_next_fetch_waits_for_the_time_given_at_finish():
