@@ -60,9 +60,10 @@ def wake_after_s(ready_at_s: float, now_s: float, delay_s: float | None) -> floa
     short delay (under ``PRECISE_DELAY_S``), where a millisecond is a share of
     the pace worth having, the timer ends ``PRECISE_WAKE_S`` early and the
     last stretch is 0.0 before the due time: the dispatcher takes a turn of
-    the event loop (``asyncio.sleep(0)``), then looks again. Never lets a queue start early: the queues grant nothing before
-    its time (:meth:`FetchQueues.take`); this only decides how the wait is
-    spent. Longer delays keep the timer alone (no turn spent).
+    the event loop (``asyncio.sleep(0)``), then looks again. Never lets a
+    queue start early: the queues grant nothing before its time
+    (:meth:`FetchQueues.take`); this only decides how the wait is spent.
+    Longer delays keep the timer alone (no turn spent).
     """
     wait_s = max(0.0, ready_at_s - now_s)
     if delay_s is None or delay_s >= PRECISE_DELAY_S:
