@@ -124,11 +124,45 @@ def test_warcio_index_reads_every_record(tmp_path):
     ]
 
 
-def test_warcio_check_validates_the_digests(tmp_path):
+def test_warcio_check_validates_the_digests_of_every_record_kind(tmp_path):
+    body = "<html><body>héllo</body></html>".encode()
     with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
-        path = fetch(writer)
-    proc = subprocess.run([str(WARCIO), "check", str(path)], capture_output=True, text=True, timeout=60)
+        fetch(writer, body=body)
+        writer.write_revisit(
+            "http://127.0.0.2:8080/a?x=1", request_headers=[], status=200, reason="", response_headers=[],
+            body_length=len(body), ip=None, fetched_at_s=FIXED_NOW_S + 5, payload_digest=payload_digest(body),
+            refers_to_date_s=FIXED_NOW_S,
+        )
+        path = writer.write_conversion(
+            "http://127.0.0.2:8080/a?x=1", body=b"<html>dom</html>", content_type="text/html",
+            fetched_at_s=FIXED_NOW_S, converted_at_s=FIXED_NOW_S + 1,
+        )
+    proc = subprocess.run([str(WARCIO), "check", "-v", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # six records; warcio checks the digests of all but the revisit (a block without its payload)
+    assert proc.stdout.count("digest pass") == 5 and "fail" not in proc.stdout, proc.stdout
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from squall.net.warc import WarcWriter
+writer = WarcWriter(Path(sys.argv[1]), "crawl", 0)
+for i in range(3):
+    writer.write_fetch(f"http://127.0.0.2:8080/{i}", request_headers=[], status=200, reason="", response_headers=[],
+                       body=b"x" * 5000, ip=None, fetched_at_s=1.7e9 + i, truncated=False)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_killed_after_a_fetch_leaves_every_record_of_it_readable(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(tmp_path)], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr  # killed, never closed
+    [path] = tmp_path.iterdir()
+    kinds = [(kind, headers.get_header("WARC-Target-URI")) for kind, headers, _, _ in records(path)]
+    assert kinds == [("warcinfo", None)] + [
+        (kind, f"http://127.0.0.2:8080/{i}") for i in range(3) for kind in ("response", "request")
+    ]
 
 
 def test_files_rotate_once_they_pass_the_size_limit(tmp_path):
