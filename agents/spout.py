@@ -65,12 +65,13 @@ def release_stranded(partition: int, now_s: float) -> None:
     since = held.assigned_at.get(partition)
     if not pending or index is None or since is None:
         return
+    grace, received = settings.frontier_takeover_grace_secs, fetch_runtime().received
     for key in [k for k, at in pending.items() if at <= now_s]:
         host = load_host(key)
         urls = stranded(
-            host.in_flight, since, host.delay_s, settings.frontier_takeover_grace_secs, now_s, fetch_runtime().received
+            host.in_flight, since, host.delay_s, grace, now_s, received, results_in=lambda: held.results_in(partition)
         )
-        if urls is None:  # the record changed (a longer delay): not yet
+        if urls is None:  # a longer delay now, or results of the earlier owner still to apply: not yet
             pending[key] = now_s + host.delay_s
             continue
         del pending[key]

@@ -50,6 +50,7 @@ log = logging.getLogger("squall.status")
 async def status_updater(stream):
     async for event in stream.events():
         done = handle(event.value, event.message.partition, time.time())
+        state().results_applied[event.message.partition] = event.message.offset + 1  # squall.policy.takeover
         for key, partition, value in done.reroutes:
             await status_topic.send(key=key, value=value, partition=partition)
         for value, exc in done.dead:
@@ -403,12 +404,12 @@ def _out_of_scope(msg: StatusMessage, url: str, host: HostRecord) -> Reason | No
     return check(url, depth=msg.depth, host_seeded=seeded_host, host_url_count=host.url_count, config=config().scope)
 
 
-def _store(record: UrlRecord) -> None:
+def _store(record: UrlRecord, handed_out_at_s: float | None) -> None:
     tables().urls[record.url.encode()] = record.to_dict()
     index = state().index_for_key(record.key)
     if index is None:
         return
-    if record.next_fetch_at_s is None:
+    if record.next_fetch_at_s is None or record.awaited(handed_out_at_s):  # a later hand-out's result indexes it
         index.remove(record.url)
     else:
         index.push(record.key, record.url, record.next_fetch_at_s, record.priority)

@@ -71,8 +71,13 @@ class Writes:
     def set_host(self, host: HostRecord) -> None:
         self.hosts[host.key] = (self.hosts[host.key][0], host)
 
-    def flush(self, store: Callable[[UrlRecord], None]) -> None:
-        """Write the host records that changed, then the URL records with ``store`` (which keeps the due index)."""
+    def flush(self, store: Callable[[UrlRecord, float | None], None]) -> None:
+        """Write the host records that changed, then the URL records with ``store`` (which keeps the due index).
+
+        ``store(record, handed_out_at_s)`` gets the URL's hand-out time in
+        its host's record as written (None: not in flight, or its host is not
+        one of this event's).
+        """
         for start, host in self.hosts.values():
             if host is start:
                 continue
@@ -81,5 +86,6 @@ class Writes:
                 continue
             save_host(host)
         for record in self.stores:
-            store(record)
+            known = self.hosts.get(record.key)
+            store(record, None if known is None else known[1].in_flight.get(record.url))
         self.hosts, self.stores, self.absent = {}, [], set()

@@ -12,6 +12,8 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
+from faust.types import TP
+
 from agents.common import config, tables
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
@@ -20,8 +22,8 @@ from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
 from squall.policy.scope import check
-from squall.policy.takeover import assigned_since, release_at_s
-from topology import app, settings, ticks_topic
+from squall.policy.takeover import assigned_since, release_at_s, results_applied
+from topology import app, settings, status_topic, ticks_topic
 
 log = logging.getLogger("squall.worker_state")
 
@@ -32,7 +34,10 @@ class WorkerState:
     ``assigned_at`` (partition → Unix s) tells a hand-out of this worker
     from one of an earlier owner (the take-over rule of :mod:`squall.policy.pace`);
     ``stranded`` (partition → {key: Unix s}) lists the hosts holding such
-    hand-outs and when they may be handed out again (:mod:`squall.policy.takeover`).
+    hand-outs and when they may be handed out again (:mod:`squall.policy.takeover`);
+    ``results_applied`` (partition → offset) is one past the last status
+    message the status updater applied, ``results_end`` (partition → offset)
+    the status partition's end offset when a release first came due.
     """
 
     def __init__(self) -> None:
@@ -41,6 +46,8 @@ class WorkerState:
         self.assigned_at: dict[int, float] = {}
         self._assignment_generation: int | None = None  # consumer generation of the last rebuild
         self.stranded: dict[int, dict[str, float]] = {}
+        self.results_applied: dict[int, int] = {}
+        self.results_end: dict[int, int] = {}
         self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
@@ -69,6 +76,7 @@ class WorkerState:
         self.indexes = indexes = {p: DueIndex() for p in partitions}
         self.tick_sent_at = {}
         self.stranded = {}
+        self.results_end = {}
         try:
             counts = await self._fill(indexes, now, generation, chunk)
         except RuntimeError:  # the tables' stores changed under the iteration: a rebalance, which rebuilds again
@@ -113,13 +121,37 @@ class WorkerState:
             rec = UrlRecord.from_dict(value)
             index = indexes.get(partition_for_key(rec.key, settings.topology_partitions))
             handed_out_at_s = in_flight.get(rec.url)
-            awaited = handed_out_at_s is not None and not rec.reported_since(handed_out_at_s)
-            if index is not None and rec.next_fetch_at_s is not None and not awaited:
+            if index is not None and rec.next_fetch_at_s is not None and not rec.awaited(handed_out_at_s):
                 index.push(rec.key, rec.url, rec.next_fetch_at_s, rec.priority)
                 count += 1
             if n % chunk == 0 and not await self._still(generation):
                 return None
         return count, len(in_flight)
+
+    def results_in(self, partition: int) -> bool:
+        """Whether the status updater here applied the status messages ``partition`` held when first asked.
+
+        The first call after a rebuild notes the status partition's end
+        offset as the consumer last saw it (``highwater``); this and later
+        calls compare it with the messages applied since and the group's
+        committed offset (:func:`squall.policy.takeover.results_applied`).
+        False while the consumer or the end offset is not known yet.
+        """
+        consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
+        if consumer is None:
+            return False
+        tp = TP(status_topic.get_topic_name(), partition)
+        end = self.results_end.get(partition)
+        if end is None:
+            try:
+                end = consumer.highwater(tp)
+            except Exception:  # not fetched from yet
+                return False
+            if end is None:
+                return False
+            self.results_end[partition] = end
+        committed = getattr(consumer, "_committed_offset", {}).get(tp)
+        return results_applied(end, self.results_applied.get(partition), committed)
 
     def next_release_s(self, partition: int) -> float | None:
         """Earliest time a host of ``partition`` may get an earlier owner's hand-outs back (None: none)."""

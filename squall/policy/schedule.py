@@ -219,6 +219,17 @@ class UrlRecord:
         """
         return self.last_fetch_at_s is not None and self.last_fetch_at_s >= handed_out_at_s
 
+    def awaited(self, handed_out_at_s: float | None) -> bool:
+        """Whether the URL waits for the result of its hand-out at ``handed_out_at_s`` (Unix s; None: not in flight).
+
+        Such a URL stays out of the due index: its result puts it back. A
+        record written again without that result — a rebuild reading it, or
+        an earlier result delivered again after a rebalance (Kafka re-reads a
+        partition from its committed offset) — must not index it, or the
+        URL is handed out twice.
+        """
+        return handed_out_at_s is not None and not self.reported_since(handed_out_at_s)
+
 
 def new_record(msg: StatusMessage, *, url: str, key: str, now_s: float, metadata: dict[str, list[str]]) -> UrlRecord:
     """The record of a newly discovered URL, due at once (seeds get a higher priority)."""

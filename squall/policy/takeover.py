@@ -17,6 +17,15 @@ started up to the take-over), each hand-out of an earlier owner that this
 worker's fetcher has not received is handed out again. Should its old fetch
 message still arrive, it is stale (the hosts table records the newer hand-out)
 and skipped; one that the fetcher received is left to report itself.
+
+A hand-out the earlier owner did fetch reports itself through the status
+topic, and on a loaded machine its result may still wait in this worker's
+status stream when the time comes: it is then neither received nor
+stranded. So the release also waits until the status updater here has
+applied every status message the partition held when the time came
+(:func:`results_applied`, offsets as Kafka counts them); a result
+applied by then has freed its URL, and only the URLs still in flight go out
+again (the politer reading: one repeat fewer, a release a little later).
 """
 
 from __future__ import annotations
@@ -50,20 +59,45 @@ def stranded(
     grace_s: float,
     now_s: float,
     received: Callable[[str, float], bool],
+    *,
+    results_in: Callable[[], bool],
 ) -> list[str] | None:
     """The earlier owner's hand-outs to hand out again now (sorted URLs), or None while it is too early.
 
     ``received(url, handed_out_at_s)`` tells whether this worker's fetcher
     got that hand-out's fetch message (it is waiting, fetching or done: it
-    reports itself). Other arguments as in :func:`release_at_s`. An empty
-    list means the time has come and nothing is stranded.
+    reports itself). ``results_in()``, asked only once the release time has
+    come, tells whether the partition's status messages up to then are
+    applied (:func:`results_applied`); until it does it is too early. Other
+    arguments as in :func:`release_at_s`. An empty list means the time has
+    come and nothing is stranded.
     """
     at = release_at_s(in_flight, owned_since_s, delay_s, grace_s)
     if at is None:
         return []
-    if now_s < at:
+    if now_s < at or not results_in():
         return None
     return sorted(u for u, t in in_flight.items() if t < owned_since_s and not received(u, t))
+
+
+def results_applied(end_offset: int | None, applied_offset: int | None, committed_offset: int | None) -> bool:
+    """Whether every status message of a partition below ``end_offset`` has been applied here.
+
+    Args:
+        end_offset: the partition's end offset (the next offset Kafka will
+            write) when the release time came; None when not known yet.
+        applied_offset: one past the offset of the last status message the
+            status updater here applied since the take-over (None: none yet).
+        committed_offset: the group's committed offset of the partition (the
+            next one to read; None: nothing committed).
+
+    Returns:
+        True when one of the two offsets reached ``end_offset``; False while
+        it is unknown.
+    """
+    if end_offset is None:
+        return False
+    return max(applied_offset or 0, committed_offset or 0) >= end_offset
 
 
 def assigned_since(

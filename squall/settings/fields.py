@@ -235,9 +235,10 @@ class SettingsFields:
     frontier_inflight_timeout_secs: float = field(metadata={"key": "frontier.inflight.timeout.secs"})
     #: After taking over a partition (restart or rebalance), hand-outs of an earlier
     #: owner whose fetch messages this worker has not received this long (s) after
-    #: the take-over -- and never sooner than one delay of the host -- are handed
-    #: out again (a late copy is skipped as stale). 0 = off: such a hand-out waits
-    #: for frontier.inflight.timeout.secs.
+    #: the take-over -- and never sooner than one delay of the host, nor before the
+    #: status messages the partition held then are applied here -- are handed out
+    #: again (a late copy is skipped as stale). 0 = off: such a hand-out waits for
+    #: frontier.inflight.timeout.secs.
     frontier_takeover_grace_secs: float = field(metadata={"key": "frontier.takeover.grace.secs"})
     #: Forward robots Crawl-delay signals into the hosts table (StormCrawler's CrawlDelayPolicy).
     frontier_robots_crawl_delay_enabled: bool = field(metadata={"key": "frontier.robots.crawl.delay.enabled"})

@@ -96,7 +96,14 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     agent_runtime.state().stranded = {P: {HOST: since + 5}}
     runtime = _fresh_runtime(monkeypatch)
     monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
+    results_in = [False]  # the status messages up to the release time: not all applied yet, then applied
+    monkeypatch.setattr(agent_runtime.state(), "results_in", lambda partition: results_in[0])
     async with spout.test_context() as agent:
+        await agent.put(key=b"tick", value=b"", partition=P)
+        assert sent.of(topology.fetch_topic) == []  # a result of the earlier owner may still free it
+        assert agent_runtime.state().stranded[P][HOST] > now  # asked again one delay later
+        results_in[0] = True
+        agent_runtime.state().stranded[P][HOST] = now
         await agent.put(key=b"tick", value=b"", partition=P)
     handed = [FetchMessage.from_bytes(json.dumps(v).encode()) for _k, v, _p in sent.of(topology.fetch_topic)]
     assert [m.url for m in handed] == [lost]  # the received one reports itself; this owner's own is not touched
@@ -243,7 +250,7 @@ async def test_a_result_applied_already_is_written_again_so_its_changelog_catche
     topology.urls_table.data[url.encode()] = {**fetched, "status": "FETCHED", "last_fetch_at_s": now}
     written: list[UrlRecord] = []
     store = su._store
-    monkeypatch.setattr(su, "_store", lambda record: (written.append(record), store(record)))
+    monkeypatch.setattr(su, "_store", lambda record, at_s: (written.append(record), store(record, at_s)))
     result = json.dumps({"url": url, "status": "FETCHED", "fetched_at_s": now, "http_status": 200}).encode()
     async with status_updater.test_context() as agent:
         await agent.put(key=HOST.encode(), value=result, partition=P)

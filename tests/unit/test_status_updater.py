@@ -16,6 +16,7 @@ import agents.status_updater as su
 from agents.observe import observed
 from agents.worker_state import WorkerState, state
 from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
 from squall.policy.records import StatusMessage
 from squall.policy.reasons import Reason, Status
@@ -148,3 +149,20 @@ def test_a_fetch_result_updates_the_record(tables):
         StatusMessage(url="http://a.example/", status=Status.FETCHED, fetched_at_s=NOW, http_status=200), "a.example"
     )
     assert urls.get(b"http://a.example/")["status"] == "FETCHED"
+
+
+def test_an_earlier_result_delivered_again_leaves_a_url_awaiting_a_newer_hand_out_out_of_the_due_index(tables):
+    """After a rebalance Kafka re-reads a status partition from its committed offset: the re-read result of an
+    earlier attempt must not index a URL that was handed out again since, or it is handed out twice."""
+    urls, hosts = tables
+    url, key = "http://a.example/", "a.example"
+    seed(key)
+    index = state().index_for_key(key)
+    failed = StatusMessage(url=url, status=Status.FETCH_ERROR, fetched_at_s=NOW - 10, http_status=500)
+    deliver(failed, key)
+    assert index.take(key, NOW + 10**9, 10) == [url]  # due again later: handed out (attempt 2) at NOW - 5
+    hosts[key.encode()] = HostRecord.from_dict(hosts[key.encode()]).with_handout([url], NOW - 5).to_dict()
+    deliver(failed, key)  # the same result, read again
+    assert len(index) == 0 and urls.get(url.encode())["last_fetch_at_s"] == NOW - 10
+    deliver(StatusMessage(url=url, status=Status.FETCHED, fetched_at_s=NOW - 4, http_status=200), key)
+    assert index.take(key, NOW + 10**9, 10) == [url]  # the newer hand-out's result indexes it again

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from squall.policy.takeover import release_at_s, stranded
+from squall.policy.takeover import release_at_s, results_applied, stranded
 
 SINCE = 1000.0  # this worker owns the partition since then (Unix s)
 
 
 def never(url: str, at_s: float) -> bool:
     return False
+
+
+def done() -> bool:  # every status message of the partition up to the release time is applied
+    return True
 
 
 @pytest.mark.parametrize(("in_flight", "delay_s", "grace_s", "expected"), [
@@ -26,28 +30,28 @@ def test_the_release_time_is_the_grace_or_one_delay_after_the_takeover(in_flight
 
 
 def test_nothing_is_released_before_the_release_time():
-    assert stranded({"u": SINCE - 3}, SINCE, 1.0, 5.0, SINCE + 4.99, never) is None
+    assert stranded({"u": SINCE - 3}, SINCE, 1.0, 5.0, SINCE + 4.99, never, results_in=done) is None
 
 
 def test_after_the_release_time_the_earlier_owners_hand_outs_not_received_are_released_sorted():
     in_flight = {"b": SINCE - 3, "a": SINCE - 2, "mine": SINCE + 1}
-    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 5.0, never) == ["a", "b"]
+    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 5.0, never, results_in=done) == ["a", "b"]
 
 
 def test_a_hand_out_whose_fetch_message_this_worker_received_is_left_to_report_itself():
     in_flight = {"a": SINCE - 2, "b": SINCE - 3}
     seen = {("a", SINCE - 2)}
-    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 6, lambda u, t: (u, t) in seen) == ["b"]
+    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 6, lambda u, t: (u, t) in seen, results_in=done) == ["b"]
 
 
 def test_a_received_copy_of_another_hand_out_of_the_same_url_does_not_count():
     # the fetcher got the URL's hand-out of another time: the one recorded in flight is still stranded
-    assert stranded({"a": SINCE - 2}, SINCE, 1.0, 5.0, SINCE + 6, lambda u, t: t == SINCE - 9) == ["a"]
+    assert stranded({"a": SINCE - 2}, SINCE, 1.0, 5.0, SINCE + 6, lambda u, t: t == SINCE - 9, results_in=done) == ["a"]
 
 
 def test_with_nothing_of_an_earlier_owner_the_answer_is_an_empty_list_at_once():
-    assert stranded({"mine": SINCE + 1}, SINCE, 1.0, 5.0, SINCE, never) == []
-    assert stranded({"u": SINCE - 1}, SINCE, 1.0, 0.0, SINCE + 100, never) == []
+    assert stranded({"mine": SINCE + 1}, SINCE, 1.0, 5.0, SINCE, never, results_in=done) == []
+    assert stranded({"u": SINCE - 1}, SINCE, 1.0, 0.0, SINCE + 100, never, results_in=done) == []
 
 
 def test_a_partition_is_kept_only_through_consecutive_generations():
@@ -59,3 +63,32 @@ def test_a_partition_is_kept_only_through_consecutive_generations():
     assert assigned_since(before, [0, 1], 200.0, 7, 10) == {0: 200.0, 1: 200.0}
     assert assigned_since(before, [0, 1], 200.0, None, 3) == {0: 200.0, 1: 200.0}  # the first rebalance
     assert assigned_since(before, [0], 200.0, 7, 7) == {0: 200.0}  # the same generation again: taken as new
+
+
+def test_an_earlier_owners_result_still_unapplied_at_the_release_time_holds_the_release():
+    asked: list[float] = []
+
+    def pending() -> bool:
+        asked.append(1.0)
+        return False
+
+    in_flight = {"a": SINCE - 2}
+    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 4.0, never, results_in=pending) is None
+    assert asked == []  # not asked before the release time: the end offset is noted when it comes
+    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 9.0, never, results_in=pending) is None
+    assert asked == [1.0]
+    assert stranded(in_flight, SINCE, 1.0, 5.0, SINCE + 9.0, never, results_in=done) == ["a"]
+
+
+@pytest.mark.parametrize(("end", "applied", "committed", "expected"), [
+    (None, 10, 10, False),   # the end offset is not known yet
+    (0, None, None, True),   # an empty partition
+    (12, None, None, False),  # messages, none applied nor committed
+    (12, 11, None, False),   # one still to apply
+    (12, 12, None, True),    # applied up to the end
+    (12, None, 12, True),    # committed up to the end (nothing came since the take-over)
+    (12, 5, 12, True),
+    (12, 15, 3, True),       # applied past it (results sent after the end was noted)
+])
+def test_results_are_applied_once_the_applied_or_committed_offset_reaches_the_end(end, applied, committed, expected):
+    assert results_applied(end, applied, committed) is expected
