@@ -27,6 +27,7 @@ from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import choose, eligible_at_s, next_soon
 from squall.policy.host_pacing import apply_signal
+from squall.policy.partition import partition_for_key
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
 from topology import app, settings
@@ -67,7 +68,8 @@ def hand_out(
         if r not in due:  # not yet due, no free place, or the durable record says not yet: put it back
             index.push(key, r.url, at_s, r.priority)
     if due:
-        host = host.with_handout([r.url for r in due], now_s)
+        host = host.with_handout([r.url for r in due], now_s)  # watched until their messages reach the fetcher:
+        state().watch(partition_for_key(key, settings.topology_partitions), key, [r.url for r in due], now_s, now_s)
     index.set_host_ready(key, eligible_at_s(host, now_s, handout))
     for r in due:
         if r.attempts:

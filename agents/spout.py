@@ -20,10 +20,12 @@ import time
 from agents import queues
 from agents.common import config, fetch_runtime, load_host, save_host
 from agents.worker_state import state
+from squall.policy.due_index import DueIndex
+from squall.policy.frontier import HostRecord
 from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage, TickMessage
-from squall.policy.takeover import stranded
+from squall.policy.takeover import Watch, own_handout, stranded
 from topology import app, fetch_topic, settings, ticks_topic
 
 log = logging.getLogger("squall.spout")
@@ -34,7 +36,9 @@ async def spout(stream):
     async for event in stream.events():
         partition = event.message.partition
         state().tick_sent_at.pop(partition, None)
-        release_stranded(partition, time.time())
+        now = time.time()
+        release_stranded(partition, now)
+        release_lost(partition, now)
         for msg in hand_out(partition, time.time()):
             await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
 
@@ -84,25 +88,72 @@ def release_stranded(partition: int, now_s: float) -> None:
             key,
             urls,
         )
-        host = host.without_handouts(urls).with_pace(on_takeover(host.pace(), since, True))
-        save_host(host)
-        for r in (queues.url_record(u) for u in urls):
-            if r is not None and r.next_fetch_at_s is not None:
-                index.push(key, r.url, r.next_fetch_at_s, r.priority)
-        index.set_host_ready(
-            key,
-            eligible_at_s(host, now_s, config().handout),
+        _put_back(index, host.with_pace(on_takeover(host.pace(), since, True)), urls, now_s)
+
+
+def release_lost(partition: int, now_s: float) -> None:
+    """Hand out again this worker's own hand-outs whose fetch messages its fetcher read past without getting them.
+
+    :func:`squall.policy.takeover.own_handout` decides, for each watched
+    hand-out whose time came (``frontier.takeover.grace.secs`` after it was
+    made). One the consumer has not read up to yet is looked at again a tick
+    (``frontier.tick.interval.secs``) later, and so is every one while the
+    fence is closed (:meth:`agents.worker_state.WorkerState.fetches_read`).
+    """
+    held = state()
+    watched, index = held.watched.get(partition), held.indexes.get(partition)
+    rt = fetch_runtime()
+    if not watched or index is None:
+        return
+    lost: dict[str, list[str]] = {}
+    waiting: list[tuple[float, str, str, float]] = []
+    while watched and watched[0][0] <= now_s:
+        _due_s, key, url, handed_out_at_s = watched.popleft()
+        verdict = own_handout(
+            handed_out_at_s,
+            rt.received(url, handed_out_at_s),
+            lambda: load_host(key).in_flight.get(url),  # noqa: B023 - called at once
+            lambda: held.fetches_read(partition),
         )
+        if verdict is Watch.WAIT:
+            waiting.append((now_s + settings.frontier_tick_interval_secs, key, url, handed_out_at_s))
+        elif verdict is Watch.LOST:
+            lost.setdefault(key, []).append(url)
+    watched.extendleft(reversed(waiting))  # the oldest, looked at again first
+    for key, urls in lost.items():
+        log.warning(
+            "squall: handing out again %d hand-out(s) of %s whose fetch messages this worker's fetcher read past "
+            "without getting them: %s",
+            len(urls),
+            key,
+            urls,
+        )
+        _put_back(index, load_host(key), urls, now_s)
+
+
+def _put_back(index: DueIndex, host: HostRecord, urls: list[str], now_s: float) -> None:
+    """Take ``urls`` out of ``host``'s in-flight list (saved) and put them back into the due ``index``."""
+    host = host.without_handouts(urls)
+    save_host(host)
+    for r in (queues.url_record(u) for u in urls):
+        if r is not None and r.next_fetch_at_s is not None:
+            index.push(host.key, r.url, r.next_fetch_at_s, r.priority)
+    index.set_host_ready(host.key, eligible_at_s(host, now_s, config().handout))
 
 
 @app.timer(settings.frontier_tick_interval_secs)
 async def send_ticks() -> None:
-    """Send a tick to each owned partition whose due index has a host due now (or a stranded hand-out to release)."""
-    now = time.time()
+    """Every ``frontier.tick.interval.secs``: :func:`send_due_ticks` now."""
+    await send_due_ticks(time.time())
+
+
+async def send_due_ticks(now: float) -> None:
+    """Send a tick to each owned partition with a host due by ``now`` (Unix s) or a hand-out to look at again."""
     held = state()
     for partition, index in list(held.indexes.items()):
         if partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: no hand-out, no tick
             continue
+        held.settle_watched(partition, now, fetch_runtime().received)  # a tick only for one not received
         due = min((t for t in (index.next_due_s(), held.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import MutableMapping
+from collections import deque
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from faust.types import TP
@@ -22,8 +23,8 @@ from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
 from squall.policy.scope import check
-from squall.policy.takeover import assigned_since, release_at_s, results_applied
-from topology import app, settings, status_topic, ticks_topic
+from squall.policy.takeover import assigned_since, read_through, release_at_s, results_applied
+from topology import app, fetch_topic, settings, status_topic, ticks_topic
 
 log = logging.getLogger("squall.worker_state")
 
@@ -38,6 +39,9 @@ class WorkerState:
     ``results_applied`` (partition → offset) is one past the last status
     message the status updater applied, ``results_end`` (partition → offset)
     the status partition's end offset when a release first came due.
+    ``watched`` (partition → (due Unix s, key, URL, hand-out Unix s) in time
+    order) holds this worker's own hand-outs until their fetch messages are
+    known to have reached the fetcher (:func:`squall.policy.takeover.own_handout`).
     """
 
     def __init__(self) -> None:
@@ -48,6 +52,7 @@ class WorkerState:
         self.stranded: dict[int, dict[str, float]] = {}
         self.results_applied: dict[int, int] = {}
         self.results_end: dict[int, int] = {}
+        self.watched: dict[int, deque[tuple[float, str, str, float]]] = {}
         self._rebuild_generation = 0
 
     def index_for_key(self, key: str) -> DueIndex | None:
@@ -77,6 +82,7 @@ class WorkerState:
         self.tick_sent_at = {}
         self.stranded = {}
         self.results_end = {}
+        self.watched = {}
         try:
             counts = await self._fill(indexes, now, generation, chunk)
         except RuntimeError:  # the tables' stores changed under the iteration: a rebalance, which rebuilds again
@@ -109,11 +115,13 @@ class WorkerState:
                 live = host.live_in_flight(settings.frontier_inflight_timeout_secs, now)
                 in_flight.update(live)
                 partition = partition_for_key(host.key, settings.topology_partitions)
-                at = release_at_s(
-                    live, self.assigned_at[partition], host.delay_s, settings.frontier_takeover_grace_secs
-                )
+                since = self.assigned_at[partition]
+                at = release_at_s(live, since, host.delay_s, settings.frontier_takeover_grace_secs)
                 if at is not None:
                     self.stranded.setdefault(partition, {})[host.key] = at
+                for url, at_s in live.items():  # this worker's own: their messages may have been dropped
+                    if at_s >= since:
+                        self.watch(partition, host.key, [url], at_s, now)
             if n % chunk == 0 and not await self._still(generation):
                 return None
         count = 0
@@ -153,10 +161,50 @@ class WorkerState:
         committed = getattr(consumer, "_committed_offset", {}).get(tp)
         return results_applied(end, self.results_applied.get(partition), committed)
 
+    def watch(self, partition: int, key: str, urls: Iterable[str], handed_out_at_s: float, now_s: float) -> None:
+        """Watch hand-outs of this worker from ``frontier.takeover.grace.secs`` after ``now_s`` (0: off)."""
+        grace = settings.frontier_takeover_grace_secs
+        if grace > 0:
+            self.watched.setdefault(partition, deque()).extend((now_s + grace, key, u, handed_out_at_s) for u in urls)
+
+    def settle_watched(self, partition: int, now_s: float, received: Callable[[str, float], bool]) -> None:
+        """Drop the watched hand-outs of ``partition`` due by ``now_s`` that the fetcher ``received``, oldest first.
+
+        Stops at the first one it has not received (or not due yet): only
+        such a hand-out makes the next release time due, so a tick is sent
+        for it and not for every hand-out's watch.
+        """
+        watched = self.watched.get(partition)
+        while watched and watched[0][0] <= now_s and received(watched[0][2], watched[0][3]):
+            watched.popleft()
+
+    def fetches_read(self, partition: int) -> bool:
+        """Whether this worker's consumer has read fetch partition ``partition`` up to its end offset now.
+
+        The end offset is the consumer's last view of it (``highwater``); the
+        read offset Faust's, the last message it read from the partition
+        (:func:`squall.policy.takeover.read_through`). False while either
+        is not known, and while the fence is closed (a broker outage: the
+        consumer reads nothing and its view of the end offset is old).
+        """
+        consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
+        lease = getattr(consumer, "lease", None)  # squall.worker.group_lease.GroupLease of squall's consumer
+        if consumer is None or (lease is not None and not lease.holds()):
+            return False
+        tp = TP(fetch_topic.get_topic_name(), partition)
+        try:
+            end = consumer.highwater(tp)
+        except Exception:  # not fetched from yet
+            return False
+        return read_through(end, getattr(consumer, "_read_offset", {}).get(tp))
+
     def next_release_s(self, partition: int) -> float | None:
-        """Earliest time a host of ``partition`` may get an earlier owner's hand-outs back (None: none)."""
-        pending = self.stranded.get(partition)
-        return min(pending.values()) if pending else None
+        """Earliest time a host of ``partition`` may get hand-outs back: an earlier owner's or a watched one."""
+        pending, watched = self.stranded.get(partition), self.watched.get(partition)
+        times = [*pending.values()] if pending else []
+        if watched:
+            times.append(watched[0][0])
+        return min(times, default=None)
 
     async def _still(self, generation: int) -> bool:
         """Yield to the loop; whether the rebuild of ``generation`` is still the latest one."""

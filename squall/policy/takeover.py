@@ -26,11 +26,21 @@ applied every status message the partition held when the time came
 (:func:`results_applied`, offsets as Kafka counts them); a result
 applied by then has freed its URL, and only the URLs still in flight go out
 again (the politer reading: one repeat fewer, a release a little later).
+
+The same can befall this worker's own hand-outs: fetch messages sent right
+after a rebalance (around a broker restart too) were seen never to reach
+the fetcher, though its consumer read the partition past them.
+:func:`own_handout` watches each of them ``frontier.takeover.grace.secs``
+after it was made: still in flight, not received, and the fetcher's
+consumer already read the fetch partition up to its end offset — the
+message will not come, and the hand-out goes out again (a late copy is
+skipped as stale, as above).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 
 
 def release_at_s(in_flight: Mapping[str, float], owned_since_s: float, delay_s: float, grace_s: float) -> float | None:
@@ -98,6 +108,53 @@ def results_applied(end_offset: int | None, applied_offset: int | None, committe
     if end_offset is None:
         return False
     return max(applied_offset or 0, committed_offset or 0) >= end_offset
+
+
+class Watch(Enum):
+    """What becomes of one of this worker's own hand-outs when its watch comes due (:func:`own_handout`)."""
+
+    DONE = "done"  # its result freed it, a newer hand-out replaced it, or the fetcher has it: no more watching
+    WAIT = "wait"  # the fetcher has not read that far yet (or cannot now): look again later
+    LOST = "lost"  # its fetch message will not reach the fetcher: hand it out again
+
+
+def own_handout(
+    handed_out_at_s: float,
+    received: bool,
+    in_flight_at_s: Callable[[], float | None],
+    read_past: Callable[[], bool],
+) -> Watch:
+    """Whether a hand-out this worker made at ``handed_out_at_s`` (Unix s) was lost on its way to the fetcher.
+
+    Args:
+        handed_out_at_s: the hand-out's time, as its fetch message carries it.
+        received: whether this worker's fetcher got the fetch message
+            (waiting, fetching or done recently: it reports itself).
+        in_flight_at_s: asked when not received; the URL's hand-out time in
+            its host record now (None: not in flight any more).
+        read_past: asked last; whether the fetcher's consumer has read the
+            fetch partition up to the end offset it has now (a message sent
+            ``frontier.takeover.grace.secs`` ago is below it).
+
+    Returns:
+        :class:`Watch`. A copy that still arrives after a LOST verdict is
+        stale (the host record holds the newer hand-out) and is skipped.
+    """
+    if received or in_flight_at_s() != handed_out_at_s:
+        return Watch.DONE
+    return Watch.LOST if read_past() else Watch.WAIT
+
+
+def read_through(end_offset: int | None, read_offset: int | None) -> bool:
+    """Whether a consumer whose last read message is at ``read_offset`` has read every message below ``end_offset``.
+
+    Offsets as Kafka counts them: ``end_offset`` is the next offset the
+    broker will write (None: not known yet, False); ``read_offset`` the last
+    one read (None: none since the partition was assigned).
+    """
+    if end_offset is None:
+        return False
+    return end_offset == 0 or (read_offset is not None and read_offset >= end_offset - 1)
 
 
 def assigned_since(

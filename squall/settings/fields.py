@@ -237,8 +237,11 @@ class SettingsFields:
     #: owner whose fetch messages this worker has not received this long (s) after
     #: the take-over -- and never sooner than one delay of the host, nor before the
     #: status messages the partition held then are applied here -- are handed out
-    #: again (a late copy is skipped as stale). 0 = off: such a hand-out waits for
-    #: frontier.inflight.timeout.secs.
+    #: again (a late copy is skipped as stale). This worker's own hand-outs are
+    #: looked at this long (s) after they were made: one still in flight whose
+    #: fetch message its fetcher never got, though its consumer read the fetch
+    #: partition to the end, is handed out again too. 0 = off: such a hand-out
+    #: waits for frontier.inflight.timeout.secs.
     frontier_takeover_grace_secs: float = field(metadata={"key": "frontier.takeover.grace.secs"})
     #: Forward robots Crawl-delay signals into the hosts table (StormCrawler's CrawlDelayPolicy).
     frontier_robots_crawl_delay_enabled: bool = field(metadata={"key": "frontier.robots.crawl.delay.enabled"})

@@ -10,7 +10,7 @@ import pytest
 import topology
 from agents import worker_state as agent_runtime
 from agents.regulator import regulator
-from agents.spout import spout
+from agents.spout import send_due_ticks, spout
 from agents.status_updater import status_updater
 from squall.policy import fetch_decision as fd
 from squall.policy.frontier import HostRecord
@@ -111,6 +111,73 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     assert record.in_flight == {received: since - 5, mine: since + 1, lost: handed[0].handed_out_at_s}
     assert record.next_fetch_at_s >= since + 0.2  # the take-over rule is in the durable pace
     assert agent_runtime.state().stranded == {P: {}}
+
+
+async def test_the_spout_hands_out_again_its_own_hand_out_whose_fetch_message_the_fetcher_read_past(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch message dropped on its way (a rebalance suspending the flow, a broker restart): not held for 600 s."""
+    now = time.time()
+    lost, received, freed = "https://example.com/lost", "https://example.com/got", "https://example.com/freed"
+    for url in (lost, received, freed):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 20).to_dict()
+    host = HostRecord(key=HOST, delay_s=0.2).with_handout([lost, received], now - 6)  # `freed`: its result came
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    held = agent_runtime.state()
+    held.assigned_at = {P: now - 60}
+    held.watch(P, HOST, [lost, received, freed], now - 6, now - 6)  # due (frontier.takeover.grace.secs) 1 s ago
+    runtime = _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
+    read = [False]  # the fetcher's consumer has not read the fetch partition that far, then has
+    monkeypatch.setattr(held, "fetches_read", lambda partition: read[0])
+    async with spout.test_context() as agent:
+        await agent.put(key=b"tick", value=b"", partition=P)
+        assert sent.of(topology.fetch_topic) == []  # its message may still come
+        assert [e[2] for e in held.watched[P]] == [lost]  # looked at again a tick later; the others settled
+        assert held.next_release_s(P) > now
+        read[0] = True
+        held.watched[P][0] = (now - 1, *held.watched[P][0][1:])
+        await agent.put(key=b"tick", value=b"", partition=P)
+    handed = [FetchMessage.from_bytes(json.dumps(v).encode()) for _k, v, _p in sent.of(topology.fetch_topic)]
+    assert [m.url for m in handed] == [lost]
+    record = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
+    assert record.in_flight == {received: now - 6, lost: handed[0].handed_out_at_s}
+    assert [e[2:] for e in held.watched[P]] == [(lost, handed[0].handed_out_at_s)]  # the new hand-out is watched
+
+
+async def test_the_tick_timer_ticks_for_a_watched_hand_out_only_when_the_fetcher_has_not_received_it(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each hand-out is watched; a tick for every watch would add a ticks record to every few pages."""
+    now = time.time()
+    held = agent_runtime.state()
+    held.watch(P, HOST, ["https://example.com/got", "https://example.com/lost"], now - 6, now - 6)
+    runtime = _fresh_runtime(monkeypatch)
+    got = {"https://example.com/got"}
+    monkeypatch.setattr(runtime, "received", lambda url, at_s: url in got)
+    await send_due_ticks(now)
+    assert [p for _k, _v, p in sent.of(topology.ticks_topic)] == [P]  # for the one not received
+    assert [e[2] for e in held.watched[P]] == ["https://example.com/lost"]
+    got.add("https://example.com/lost")
+    held.tick_sent_at.clear()
+    await send_due_ticks(now)
+    assert [p for _k, _v, p in sent.of(topology.ticks_topic)] == [P]  # no second tick: nothing left to look at
+    assert not held.watched[P]
+
+
+async def test_a_rebuild_watches_this_workers_own_hand_outs_and_leaves_an_earlier_owners_to_the_take_over_rule(
+    sent: Sent,
+) -> None:
+    now = time.time()
+    held = agent_runtime.state()
+    held.assigned_at, held._assignment_generation = {P: now - 30}, topology.app.consumer_generation_id - 1
+    host = HostRecord(key=HOST).with_handout(["https://example.com/old"], now - 40)
+    host = host.with_handout(["https://example.com/mine"], now - 2)
+    topology.hosts_table.data[HOST.encode()] = host.to_dict()
+    await held.rebuild({P})
+    assert [e[1:] for e in held.watched[P]] == [(HOST, "https://example.com/mine", now - 2)]
+    assert held.watched[P][0][0] >= now + topology.settings.frontier_takeover_grace_secs
+    assert HOST in held.stranded[P]
 
 
 async def test_a_rebuilt_due_index_keeps_a_url_whose_status_came_before_its_signal(sent: Sent) -> None:

@@ -9,6 +9,13 @@ message at all, then a real worker takes the partition over and the host is
 seeded. The worker must hand them out again after ``frontier.takeover.grace.secs``
 and finish the crawl (with the grace at 0, the rule off, it waits 600 s: the
 stall this test reproduces).
+
+The second test is the same scene with hand-outs this worker counts as its
+own: the earlier owner's clock ran ahead, so they carry times after the
+take-over. The take-over rule leaves them alone; the watch of this worker's
+own hand-outs (:func:`squall.policy.takeover.own_handout`) sees their fetch
+messages will never come — the fetch partition is read to its end — and
+hands them out again.
 """
 
 from __future__ import annotations
@@ -64,3 +71,27 @@ def test_an_earlier_owners_hand_outs_without_fetch_messages_are_handed_out_again
     assert sorted(r["path"] for r in requests) == sorted({r["path"] for r in requests})  # each page once
     log = (c.workdir / "worker-w1.log").read_text(errors="replace")
     assert "handing out again 3 hand-out(s)" in log
+
+
+def test_hand_outs_stamped_after_the_take_over_whose_fetch_messages_never_come_are_handed_out_again(site, crawl):
+    served = site(generated_site([HOST_IP], 3, disallow=None, cross_links=False))
+    c = crawl(**{"fetcher.server.delay": DELAY_S, "frontier.takeover.grace.secs": 2.0})
+    root = served.seeds[0]
+    key = partition_key(root, "byHost")
+    ahead_s = 20.0  # the earlier owner's clock, ahead of this machine's
+    stranded = [root, root + "page/0", root + "page/1"]
+    earlier = HostRecord(key=key, seeded=True, delay_s=DELAY_S,
+                         next_fetch_at_s=time.time() - 30).with_handout(stranded, time.time() + ahead_s)
+    assert len(earlier.in_flight) >= earlier.places(8, 0.5)  # every place held: the host waits 600 s without the watch
+    asyncio.run(_write_host_record(c.settings, earlier))
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    c.wait_idle(timeout_s=150)  # raises TimeoutError while the host is held
+
+    expected = served.server.expected_pages()
+    records = c.records()
+    assert {u for u in expected if records.get(u, {}).get("status") != "FETCHED"} == set()
+    requests = [r for r in served.requests() if r["path"] != "/robots.txt"]
+    assert sorted(r["path"] for r in requests) == sorted({r["path"] for r in requests})  # each page once
+    log = (c.workdir / "worker-w1.log").read_text(errors="replace")
+    assert "whose fetch messages this worker's fetcher read past without getting them" in log

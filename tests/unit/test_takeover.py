@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall.policy.takeover import release_at_s, results_applied, stranded
+from squall.policy.takeover import Watch, own_handout, read_through, release_at_s, results_applied, stranded
 
 SINCE = 1000.0  # this worker owns the partition since then (Unix s)
 
@@ -92,3 +92,41 @@ def test_an_earlier_owners_result_still_unapplied_at_the_release_time_holds_the_
 ])
 def test_results_are_applied_once_the_applied_or_committed_offset_reaches_the_end(end, applied, committed, expected):
     assert results_applied(end, applied, committed) is expected
+
+
+# ---------------------------------------------------------------- this worker's own hand-outs
+
+AT = 2000.0  # the watched hand-out's time (Unix s)
+
+
+def _unasked() -> bool:
+    raise AssertionError("asked although the earlier facts settle it")
+
+
+@pytest.mark.parametrize(("received", "in_flight_at_s", "read_past", "expected"), [
+    (True, AT, True, Watch.DONE),      # the fetcher has it: it reports itself
+    (False, None, True, Watch.DONE),   # its result freed it
+    (False, AT + 3, True, Watch.DONE),  # a newer hand-out of the same URL replaced it
+    (False, AT, False, Watch.WAIT),    # the fetcher has not read that far yet
+    (False, AT, True, Watch.LOST),     # read past, never received, still in flight: lost on its way
+])
+def test_an_own_hand_out_is_lost_only_when_still_in_flight_unreceived_and_read_past(
+    received, in_flight_at_s, read_past, expected
+):
+    assert own_handout(AT, received, lambda: in_flight_at_s, lambda: read_past) is expected
+
+
+def test_a_received_hand_out_asks_neither_the_host_record_nor_the_consumer():
+    assert own_handout(AT, True, _unasked, _unasked) is Watch.DONE
+
+
+@pytest.mark.parametrize(("end", "read", "expected"), [
+    (None, 5, False),  # the end offset is not known yet
+    (0, None, True),   # an empty partition: nothing to read
+    (6, None, False),  # nothing read since the assignment, six messages there
+    (6, 4, False),     # offset 5 not read yet
+    (6, 5, True),      # the last message read
+    (6, 9, True),      # read beyond an older view of the end
+])
+def test_read_through_compares_the_last_offset_read_with_the_end_offset(end, read, expected):
+    assert read_through(end, read) is expected
