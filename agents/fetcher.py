@@ -77,14 +77,14 @@ async def fetcher(stream):
 async def _run(rt: FetcherRuntime, msg: FetchMessage, event) -> None:
     fid = fd.fetch_id(msg)
     try:
-        if not rt.first_copy(fid, event):
+        if not rt.copies.first_copy(fid, event):
             return
         reported = await _fetch(rt, msg, event)
         if reported is not None:
             statuses, event_ended, pace = reported
             await _send(rt, msg, statuses, event_ended, pace)
         event.ack()
-        rt.finished(fid)
+        rt.copies.finished(fid, time.time())
     except Exception:  # a bug must not kill the worker nor hold the host: fail the URL transiently
         log.exception("squall: fetch of %s failed unexpectedly", msg.url)
         await _fail_transiently(rt, msg, event, fid)
@@ -131,7 +131,7 @@ async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: s
         pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.operator.pace_config(msg.key))
         await _send(rt, msg, [status], event_ended, pace)
         event.ack()
-        rt.finished(fid)
+        rt.copies.finished(fid, time.time())
     except Exception:  # un-acked: re-delivered to the partition's next owner
         log.exception("squall: could not report the failure of %s", msg.url)
 

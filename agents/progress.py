@@ -27,7 +27,7 @@ def current_line(now_s: float) -> str:
         pages=int(counter_total(held.metrics.fetch_results, status="FETCHED")),
         pages_per_s=held.pages.rate(now_s),
         due=sum(len(index) for index in state().indexes.values()),
-        in_flight=len(fetch_runtime().active),
+        in_flight=len(fetch_runtime().copies.active),
         violations=int(counter_total(held.metrics.audit_violations)),
     )
 

@@ -69,7 +69,11 @@ def release_stranded(partition: int, now_s: float) -> None:
     since = held.assigned_at.get(partition)
     if not pending or index is None or since is None:
         return
-    grace, received = settings.frontier_takeover_grace_secs, fetch_runtime().received
+    grace, rt = settings.frontier_takeover_grace_secs, fetch_runtime()
+
+    def received(url: str, handed_out_at_s: float) -> bool:  # fetched before the take-over: reported then, or lost
+        return rt.copies.received(url, handed_out_at_s, since)
+
     for key in [k for k, at in pending.items() if at <= now_s]:
         host = load_host(key)
         urls = stranded(
@@ -82,8 +86,8 @@ def release_stranded(partition: int, now_s: float) -> None:
         if not urls:
             continue
         log.warning(
-            "squall: handing out again %d hand-out(s) of %s that an earlier owner never reported and "
-            "whose fetch messages did not reach this worker: %s",
+            "squall: handing out again %d hand-out(s) of %s made before this worker's take-over whose results "
+            "never came and whose fetch messages did not reach its fetcher since: %s",
             len(urls),
             key,
             urls,
@@ -111,7 +115,7 @@ def release_lost(partition: int, now_s: float) -> None:
         _due_s, key, url, handed_out_at_s = watched.popleft()
         verdict = own_handout(
             handed_out_at_s,
-            rt.received(url, handed_out_at_s),
+            rt.copies.received(url, handed_out_at_s),
             lambda: load_host(key).in_flight.get(url),  # noqa: B023 - called at once
             lambda: held.fetches_read(partition),
         )
@@ -153,7 +157,7 @@ async def send_due_ticks(now: float) -> None:
     for partition, index in list(held.indexes.items()):
         if partition in fetch_runtime().operator.paused_partitions:  # crawl.pause: no hand-out, no tick
             continue
-        held.settle_watched(partition, now, fetch_runtime().received)  # a tick only for one not received
+        held.settle_watched(partition, now, fetch_runtime().copies.received)  # a tick only for one not received
         due = min((t for t in (index.next_due_s(), held.next_release_s(partition)) if t is not None), default=None)
         if due is None or due > now:
             continue

@@ -27,6 +27,13 @@ applied every status message the partition held when the time came
 applied by then has freed its URL, and only the URLs still in flight go out
 again (the politer reading: one repeat fewer, a release a little later).
 
+A worker that lost its group membership (a broker outage longer than the
+session timeout) and got the partition back is an earlier owner too: a
+fetch it finished before is not counted as received, since its result,
+sent under the lost membership, may never have been applied (seen after
+a broker restart: a host's two hand-outs fetched, never reported, and its
+hand-out places held).
+
 The same can befall this worker's own hand-outs: fetch messages sent right
 after a rebalance (around a broker restart too) were seen never to reach
 the fetcher, though its consumer read the partition past them.
@@ -75,8 +82,13 @@ def stranded(
     """The earlier owner's hand-outs to hand out again now (sorted URLs), or None while it is too early.
 
     ``received(url, handed_out_at_s)`` tells whether this worker's fetcher
-    got that hand-out's fetch message (it is waiting, fetching or done: it
-    reports itself). ``results_in()``, asked only once the release time has
+    got that hand-out's fetch message under its present ownership (it is
+    waiting, fetching, or finished since ``owned_since_s``: it reports
+    itself). One this worker fetched before, under an earlier ownership of
+    the partition (it lost its group membership while the broker was away,
+    and got the partition back), does not count: its result went out then,
+    so once ``results_in()`` holds it was applied or it was lost with that
+    membership. ``results_in()``, asked only once the release time has
     come, tells whether the partition's status messages up to then are
     applied (:func:`results_applied`); until it does it is too early. Other
     arguments as in :func:`release_at_s`. An empty list means the time has

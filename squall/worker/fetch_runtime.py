@@ -9,7 +9,7 @@ and handed to the agents that need it; nothing here is a module global.
   ``fetcher.threads.number`` slots overall) grant each turn no earlier than
   that pace allows (docs/architecture.md invariant 6).
 * **Take-over and copies** (invariants 2 and 3): see :meth:`FetcherRuntime.pace`,
-  :meth:`FetcherRuntime.revoke` and :meth:`FetcherRuntime.first_copy`.
+  :meth:`FetcherRuntime.revoke` and :class:`squall.worker.handout_copies.HandoutCopies`.
 * **The fence** (:mod:`squall.policy.lease`). No turn is granted, and no
   robots.txt redirect hop starts, while the group coordinator has not
   confirmed this worker's membership for ``kafka.session.timeout.secs``
@@ -29,7 +29,6 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from squall.policy.urls import NormalizerConfig
 from squall.settings import Settings
 from squall.worker.fetch_archive import archive_fetch
 from squall.worker.group_lease import GroupLease
+from squall.worker.handout_copies import HandoutCopies
 
 if TYPE_CHECKING:
     from agents.robots import RobotsService
@@ -133,8 +133,7 @@ class FetcherRuntime:
         self.http: HttpFetcher | None = None
         self.buckets: dict[str, TokenBucket] = {}  # optional token bucket per queue
         self.refreshing: set[str] = set()
-        self.active: dict[str, list] = {}  # fetch id → events of later copies (acked with it)
-        self.recent: OrderedDict[str, None] = OrderedDict()
+        self.copies = HandoutCopies(settings.fetcher_recent_fetch_ids)  # which copy of a hand-out to fetch
         self.warc: WarcWriter | None = None
         self.free_slots: int = settings.fetcher_threads_number
         # hand-outs of an earlier owner fetched here: each is a repeat if that owner had fetched it before dying
@@ -231,7 +230,7 @@ class FetcherRuntime:
         record would bring back a back-off that a later success ended). A
         queue with no pace here yet reads the record when it starts.
         """
-        if signal.handed_out_at_s is None or self.received(signal.url, signal.handed_out_at_s):
+        if signal.handed_out_at_s is None or self.copies.received(signal.url, signal.handed_out_at_s):
             return
         key = signal.key
         known = self.paces.get(key)
@@ -298,29 +297,6 @@ class FetcherRuntime:
             return False
         log.info("squall: skipping stale hand-out of %s", msg.url)
         return True
-
-    def first_copy(self, fid: str, event) -> bool:
-        """True for the first copy of a hand-out here; a later copy is parked and acked with the first."""
-        if fid in self.recent:
-            event.ack()
-            return False
-        if fid in self.active:
-            self.active[fid].append(event)
-            return False
-        self.active[fid] = []
-        return True
-
-    def received(self, url: str, handed_out_at_s: float) -> bool:
-        """Whether this worker got the fetch message of that hand-out (waiting, fetching, or done recently)."""
-        fid = fd.handout_id(url, handed_out_at_s)
-        return fid in self.active or fid in self.recent
-
-    def finished(self, fid: str) -> None:
-        for copy in self.active.pop(fid, []):
-            copy.ack()
-        self.recent[fid] = None
-        while len(self.recent) > self.settings.fetcher_recent_fetch_ids:
-            self.recent.popitem(last=False)
 
     async def fence_open(self, ended: int | None = None) -> bool:
         """Wait while the fence is closed (see the module docstring), or until the membership ends.

@@ -86,16 +86,21 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = time.time()
-    lost, received, mine = "https://example.com/lost", "https://example.com/received", "https://example.com/mine"
+    lost, waiting, mine = "https://example.com/lost", "https://example.com/waiting", "https://example.com/mine"
+    # fetched by this worker's fetcher: before the take-over (under a membership it lost since), and after it
+    before, after = "https://example.com/fetched-before", "https://example.com/fetched-after"
     since = now - 10  # owned since 10 s ago: past the grace (frontier.takeover.grace.secs) and the delay
-    for url in (lost, received, mine):
+    for url in (lost, waiting, mine, before, after):
         topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 20).to_dict()
-    host = HostRecord(key=HOST, delay_s=0.2).with_handout([lost, received], since - 5).with_handout([mine], since + 1)
+    earlier = [lost, waiting, before, after]
+    host = HostRecord(key=HOST, delay_s=0.2).with_handout(earlier, since - 5).with_handout([mine], since + 1)
     topology.hosts_table.data[HOST.encode()] = host.to_dict()
     agent_runtime.state().assigned_at = {P: since}
     agent_runtime.state().stranded = {P: {HOST: since + 5}}
     runtime = _fresh_runtime(monkeypatch)
-    monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
+    runtime.copies.active[fd.handout_id(waiting, since - 5)] = []  # its fetch message is here, waiting for its turn
+    runtime.copies.finished(fd.handout_id(before, since - 5), since - 3)
+    runtime.copies.finished(fd.handout_id(after, since - 5), since + 2)
     results_in = [False]  # the status messages up to the release time: not all applied yet, then applied
     monkeypatch.setattr(agent_runtime.state(), "results_in", lambda partition: results_in[0])
     async with spout.test_context() as agent:
@@ -106,9 +111,17 @@ async def test_the_spout_hands_out_again_an_earlier_owners_hand_out_that_never_r
         agent_runtime.state().stranded[P][HOST] = now
         await agent.put(key=b"tick", value=b"", partition=P)
     handed = [FetchMessage.from_bytes(json.dumps(v).encode()) for _k, v, _p in sent.of(topology.fetch_topic)]
-    assert [m.url for m in handed] == [lost]  # the received one reports itself; this owner's own is not touched
+    # the waiting one and the one fetched since the take-over report themselves; this owner's own is not touched;
+    # the one fetched before the take-over was not reported once the status partition was read through: both it
+    # and the lost one leave the earlier hand-out and go out again (as the host's places allow: one now)
+    assert handed and {m.url for m in handed} <= {before, lost}
     record = HostRecord.from_dict(topology.hosts_table[HOST.encode()])
-    assert record.in_flight == {received: since - 5, mine: since + 1, lost: handed[0].handed_out_at_s}
+    assert record.in_flight == {
+        waiting: since - 5,
+        after: since - 5,
+        mine: since + 1,
+        handed[0].url: handed[0].handed_out_at_s,
+    }
     assert record.next_fetch_at_s >= since + 0.2  # the take-over rule is in the durable pace
     assert agent_runtime.state().stranded == {P: {}}
 
@@ -127,7 +140,7 @@ async def test_the_spout_hands_out_again_its_own_hand_out_whose_fetch_message_th
     held.assigned_at = {P: now - 60}
     held.watch(P, HOST, [lost, received, freed], now - 6, now - 6)  # due (frontier.takeover.grace.secs) 1 s ago
     runtime = _fresh_runtime(monkeypatch)
-    monkeypatch.setattr(runtime, "received", lambda url, at_s: url == received)
+    monkeypatch.setattr(runtime.copies, "received", lambda url, at_s: url == received)
     read = [False]  # the fetcher's consumer has not read the fetch partition that far, then has
     monkeypatch.setattr(held, "fetches_read", lambda partition: read[0])
     async with spout.test_context() as agent:
@@ -154,7 +167,7 @@ async def test_the_tick_timer_ticks_for_a_watched_hand_out_only_when_the_fetcher
     held.watch(P, HOST, ["https://example.com/got", "https://example.com/lost"], now - 6, now - 6)
     runtime = _fresh_runtime(monkeypatch)
     got = {"https://example.com/got"}
-    monkeypatch.setattr(runtime, "received", lambda url, at_s: url in got)
+    monkeypatch.setattr(runtime.copies, "received", lambda url, at_s: url in got)
     await send_due_ticks(now)
     assert [p for _k, _v, p in sent.of(topology.ticks_topic)] == [P]  # for the one not received
     assert [e[2] for e in held.watched[P]] == ["https://example.com/lost"]
@@ -235,7 +248,7 @@ async def test_an_earlier_owners_late_retry_after_reaches_the_fetchers_pace(
     runtime.free_slots = 0  # the turn waits in the queue, as behind a delay
     waiting = asyncio.get_running_loop().create_task(runtime.turn(HOST))
     await asyncio.sleep(0.05)
-    runtime.active[fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
+    runtime.copies.active[fd.handout_id(mine, now - 0.5)] = []  # this worker's own fetch of `mine`
     own = SignalMessage(
         key=HOST, url=mine, fetch_id="mine1", kind=SignalKind.SUCCESS, at_s=now + 5, handed_out_at_s=now - 0.5
     )

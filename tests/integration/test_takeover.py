@@ -50,15 +50,20 @@ async def _write_host_record(settings, record: HostRecord) -> None:
         await producer.stop()
 
 
-def test_an_earlier_owners_hand_outs_without_fetch_messages_are_handed_out_again(site, crawl):
+def _crawl_after_an_earlier_owner(site, crawl, handed_out_offset_s: float) -> str:
+    """An earlier owner left the only host's places taken, no fetch messages sent; crawl it; the worker's log.
+
+    ``handed_out_offset_s``: the hand-outs' time relative to now (s), as the
+    earlier owner's clock stamped them. Asserts that every page was fetched,
+    each once.
+    """
     served = site(generated_site([HOST_IP], 3, disallow=None, cross_links=False))
     c = crawl(**{"fetcher.server.delay": DELAY_S, "frontier.takeover.grace.secs": 2.0})
     root = served.seeds[0]
-    key = partition_key(root, "byHost")
     stranded = [root, root + "page/0", root + "page/1"]
-    earlier = HostRecord(key=key, seeded=True, delay_s=DELAY_S,
-                         next_fetch_at_s=time.time() - 30).with_handout(stranded, time.time() - 30)
-    assert len(earlier.in_flight) >= earlier.places(8, 0.5)  # every place held: the host waits 600 s without the rule
+    earlier = HostRecord(key=partition_key(root, "byHost"), seeded=True, delay_s=DELAY_S,
+                         next_fetch_at_s=time.time() - 30).with_handout(stranded, time.time() + handed_out_offset_s)
+    assert len(earlier.in_flight) >= earlier.places(8, 0.5)  # every place held: the host waits 600 s without a rule
     asyncio.run(_write_host_record(c.settings, earlier))
     c.start_worker("w1")
     c.seed(served.seeds)
@@ -69,29 +74,14 @@ def test_an_earlier_owners_hand_outs_without_fetch_messages_are_handed_out_again
     assert {u for u in expected if records.get(u, {}).get("status") != "FETCHED"} == set()
     requests = [r for r in served.requests() if r["path"] != "/robots.txt"]
     assert sorted(r["path"] for r in requests) == sorted({r["path"] for r in requests})  # each page once
-    log = (c.workdir / "worker-w1.log").read_text(errors="replace")
+    return (c.workdir / "worker-w1.log").read_text(errors="replace")
+
+
+def test_an_earlier_owners_hand_outs_without_fetch_messages_are_handed_out_again(site, crawl):
+    log = _crawl_after_an_earlier_owner(site, crawl, -30.0)
     assert "handing out again 3 hand-out(s)" in log
 
 
 def test_hand_outs_stamped_after_the_take_over_whose_fetch_messages_never_come_are_handed_out_again(site, crawl):
-    served = site(generated_site([HOST_IP], 3, disallow=None, cross_links=False))
-    c = crawl(**{"fetcher.server.delay": DELAY_S, "frontier.takeover.grace.secs": 2.0})
-    root = served.seeds[0]
-    key = partition_key(root, "byHost")
-    ahead_s = 20.0  # the earlier owner's clock, ahead of this machine's
-    stranded = [root, root + "page/0", root + "page/1"]
-    earlier = HostRecord(key=key, seeded=True, delay_s=DELAY_S,
-                         next_fetch_at_s=time.time() - 30).with_handout(stranded, time.time() + ahead_s)
-    assert len(earlier.in_flight) >= earlier.places(8, 0.5)  # every place held: the host waits 600 s without the watch
-    asyncio.run(_write_host_record(c.settings, earlier))
-    c.start_worker("w1")
-    c.seed(served.seeds)
-    c.wait_idle(timeout_s=150)  # raises TimeoutError while the host is held
-
-    expected = served.server.expected_pages()
-    records = c.records()
-    assert {u for u in expected if records.get(u, {}).get("status") != "FETCHED"} == set()
-    requests = [r for r in served.requests() if r["path"] != "/robots.txt"]
-    assert sorted(r["path"] for r in requests) == sorted({r["path"] for r in requests})  # each page once
-    log = (c.workdir / "worker-w1.log").read_text(errors="replace")
+    log = _crawl_after_an_earlier_owner(site, crawl, +20.0)  # the earlier owner's clock ran 20 s ahead
     assert "whose fetch messages this worker's fetcher read past without getting them" in log
