@@ -28,7 +28,7 @@ yields and what the task sends or throws, as ``yield from`` would (PEP 380).
 from __future__ import annotations
 
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Hashable, Iterable
 from typing import Any
 
 Interrupted = Callable[[Awaitable[Any]], Awaitable[Any]]  # awaits its argument, or stops early (wait_first)
@@ -78,3 +78,38 @@ def deliver(coro: Coroutine[Any, Any, Any], interruptible: Interrupted) -> Await
     except StopIteration:
         return None
     return interruptible(_carry_on(coro, first))
+
+
+class SeekEpochs:
+    """Which messages of a batch a seek made since it was read has superseded (:meth:`superseded`).
+
+    The drain hands a batch over message by message, with the event loop
+    turning in between; a seek of a partition meanwhile — the rebalance's
+    seek to the committed offsets, or a read-again seek — makes the consumer
+    read that partition again from the new position. The rest of the old
+    batch of that partition must not be handed over: a message skipped by
+    its stream during the rebalance would be read again, but the drain's
+    read offset, moved past it by the old batch, dropped the new copy as
+    "read before" (seen after a take-over: the first two status messages
+    past the committed offset never applied, later ones applied, the
+    committed offset stuck there). Counters only; no I/O.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0  # seeks so far, of any partition
+        self._of: dict[Hashable, int] = {}  # partition → seeks of it so far
+
+    def sought(self, partitions: Iterable[Hashable]) -> None:
+        """Note a seek of ``partitions`` (before the seek itself: what the drain hands over next is checked)."""
+        for tp in partitions:
+            self._of[tp] = self._of.get(tp, 0) + 1
+        self.count += 1
+
+    def snapshot(self) -> tuple[int, dict[Hashable, int]]:
+        """The counts when a batch is read (:meth:`superseded` compares with them)."""
+        return self.count, dict(self._of)
+
+    def superseded(self, tp: Hashable, at_read: tuple[int, dict[Hashable, int]]) -> bool:
+        """Whether ``tp`` was sought since ``at_read`` (a :meth:`snapshot`): its rest of that batch is read again."""
+        count, of = at_read
+        return self.count != count and self._of.get(tp, 0) != of.get(tp, 0)

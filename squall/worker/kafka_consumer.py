@@ -55,8 +55,17 @@
    produced to such a partition meanwhile waited up to 1.5 s for the open
    request's answer before it was even asked for.
 
+8. **A seek drops what the drain still holds of the partition.** The
+   drain hands a batch over message by message; when a partition is sought
+   meanwhile (the rebalance's seek to the committed offsets, or a read-again
+   seek of fix 3 or of the stuck watch), the rest of its old batch is not
+   handed over and does not move the read offset, so the messages the seek
+   reads again are not dropped as "read before"
+   (:class:`squall.worker.drain.SeekEpochs`).
+
 The hooks are private Faust API (``_filter_committable_offsets``,
-``on_partitions_revoked``, ``ack``, ``_drain_messages`` and aiokafka's
+``on_partitions_revoked``, ``ack``, ``_drain_messages``, ``_wait_next_records``,
+``seek``, ``perform_seek`` and aiokafka's
 ``AIOKafkaConsumer._fetch_max_wait_ms``), pinned by tests/unit/test_kafka_consumer.py.
 """
 
@@ -74,7 +83,7 @@ from faust.types import TP, Message
 from mode import Service, ServiceT
 
 from squall.policy.lease import Fence
-from squall.worker.drain import deliver
+from squall.worker.drain import SeekEpochs, deliver
 from squall.worker.group_lease import GroupLease
 from squall.worker.offset_commit import StuckWatch, committable_offset
 from squall.worker.topic_setup import LATE_TOPICS_ENV, is_late, late_topics, missing_from_assignment
@@ -90,6 +99,8 @@ class Consumer(aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
+        self._seeks = SeekEpochs()  # fix 8
+        self._batch_seeks = self._seeks.snapshot()  # the counts when the batch being drained was read
         margin_s = self.app.squall_settings.kafka_session_fence_margin_secs  # type: ignore[attr-defined]  # SquallApp
         self.lease = GroupLease(Fence(self.app.conf.broker_session_timeout, margin_s))  # fix 4
 
@@ -106,6 +117,7 @@ class Consumer(aiokafka_driver.Consumer):
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
         suspend_flow = self.suspend_flow
+        seeks = self._seeks
 
         def interruptible(rest: Awaitable[Any]) -> Awaitable[Any]:
             return self.wait_first(rest, suspend_flow.wait())
@@ -123,6 +135,8 @@ class Consumer(aiokafka_driver.Consumer):
                     if since_yield > 100:
                         await asyncio.sleep(0)
                         since_yield = 0
+                    if seeks.count != self._batch_seeks[0] and seeks.superseded(tp, self._batch_seeks):
+                        continue  # sought since this batch was read (fix 8): read again from the new position
                     offset, last = message.offset, read_offset[tp]
                     if last is not None and offset < last:
                         continue  # read before (a seek back): Faust drops it too
@@ -134,6 +148,8 @@ class Consumer(aiokafka_driver.Consumer):
                     rest = deliver(cast(Coroutine[Any, Any, Any], callback(message)), interruptible)
                     if rest is not None:
                         await rest
+                        if seeks.superseded(tp, self._batch_seeks):
+                            continue  # sought while it was handed over: the seek's position stands (fix 8)
                     read_offset[tp] = offset
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
@@ -149,6 +165,25 @@ class Consumer(aiokafka_driver.Consumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _wait_next_records(self, timeout: float) -> Any:  # noqa: ASYNC109 - Faust's signature
+        """Faust's read of the next batch, noting the seek counts it was read under (fix 8)."""
+        records = await super()._wait_next_records(timeout)
+        self._batch_seeks = self._seeks.snapshot()
+        return records
+
+    async def seek(self, partition: TP, offset: int) -> None:
+        """Faust's seek of one partition; what the drain still holds of it is dropped (fix 8)."""
+        self._seeks.sought([partition])  # before: a message handed over meanwhile is read again
+        await super().seek(partition, offset)
+        self._seeks.sought([partition])  # after: a batch read while the seek was under way is stale too
+
+    async def perform_seek(self) -> None:
+        """Faust's seek of every partition to its committed offset; what the drain still holds is dropped (fix 8)."""
+        assigned = self.assignment()
+        self._seeks.sought(assigned)
+        await super().perform_seek()
+        self._seeks.sought(assigned)
 
     def _new_consumer_thread(self) -> aiokafka_driver.AIOKafkaConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)

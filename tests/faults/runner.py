@@ -10,9 +10,11 @@ from the server's request log and the tables' changelogs
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
+import shutil
 import signal
 import time
 from collections import Counter
@@ -24,14 +26,17 @@ from squall.tools import fault_metrics as fm
 from squall.tools import kafka_local
 from squall.tools.harness import Crawl
 from squall.policy.partition import partition_for_key, partition_key
-from squall.cli.status_read import latest_records
+from squall.cli.status_read import committed_offsets, latest_records
 from squall.tools.testsite import ThreadedSite
-from squall.policy.topics import changelog_name
+from squall.policy.topics import all_topics, changelog_name
 
 from .farm import HOSTS, RETRY_AFTER, SERVER_DELAY_S, SLOW, fault_farm
 from .schedule import Fault, Trial
 
 PARTITIONS = 4
+# where the work directory of a trial that failed is copied, with every record of its topics (pytest keeps only
+# its last three base directories: a later run would delete the evidence); SQUALL_FAULTS_KEEP_ALL=1: every trial
+KEEP_DIR = Path(os.environ.get("SQUALL_FAULTS_KEEP_DIR", "/tmp/squall-faults-failed"))
 SESSION_TIMEOUT_S = 6.0
 FINISH_TIMEOUT_S = 300.0
 # a member dropped, or made to rejoin, because load starved its heartbeats: the last one is squall's own fence
@@ -286,10 +291,56 @@ class TrialRun:
             for fault in self.trial.faults:
                 self.apply(fault)
             finished, records = self.finish()
-            return self.measure(finished, records, started)
+            result = self.measure(finished, records, started)
+            if result.lost or result.excess_repeats or not result.finished or os.environ.get("SQUALL_FAULTS_KEEP_ALL"):
+                self.keep_evidence()
+            return result
         finally:
             self.crawl.stop()
             self.site.close()
+
+    def keep_evidence(self) -> None:
+        """Write every record of the crawl's topics to ``topics.jsonl`` and copy the work directory to KEEP_DIR."""
+        workdir = self.crawl.workdir.parent
+        try:
+            asyncio.run(_dump_topics(self.crawl, workdir / "crawl" / "topics.jsonl"))
+        except Exception as exc:  # the broker may be gone: keep the logs anyway
+            print(f"fault trial: topics not dumped: {exc!r}")
+        target = KEEP_DIR / f"{self.trial.name.replace(' ', '_')}-{self.trial.seed}-{int(time.time())}"
+        shutil.copytree(workdir, target, ignore=shutil.ignore_patterns("*.db", "*-backups"), dirs_exist_ok=True)
+        print(f"fault trial: evidence kept in {target}")
+
+
+async def _dump_topics(crawl: Crawl, out: Path) -> None:
+    """One JSON line per record of every topic of the crawl (offset, time, key, value), then the committed offsets."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from squall.net.kafka_security import KafkaConnection
+
+    settings = crawl.settings
+    consumer = AIOKafkaConsumer(**KafkaConnection.from_settings(settings).client_kwargs(), enable_auto_commit=False)
+    await consumer.start()
+    try:
+        with out.open("w", encoding="utf-8") as f:
+            for topic, n in all_topics(settings).items():
+                tps = [TopicPartition(topic, p) for p in range(n)]
+                consumer.assign(tps)
+                ends = await consumer.end_offsets(tps)
+                await consumer.seek_to_beginning(*tps)
+                for tp in tps:
+                    while (await consumer.position(tp)) < ends[tp]:
+                        batch = await consumer.getmany(tp, timeout_ms=2000)
+                        if not batch:
+                            break
+                        for m in batch.get(tp, []):
+                            value = None if m.value is None else m.value.decode("utf-8", errors="replace")
+                            key = None if m.key is None else m.key.decode("utf-8", errors="replace")
+                            f.write(json.dumps({"topic": topic, "partition": tp.partition, "offset": m.offset,
+                                                "timestamp_ms": m.timestamp, "key": key, "value": value}) + "\n")
+            committed = await committed_offsets(settings) or {}
+            f.write(json.dumps({"committed": {f"{t}[{p}]": o for (t, p), o in sorted(committed.items())}}) + "\n")
+    finally:
+        await consumer.stop()
 
 
 def run_trial(trial: Trial, bootstrap: str, workdir: Path) -> TrialResult:

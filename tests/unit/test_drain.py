@@ -159,3 +159,16 @@ async def test_the_worker_consumer_waits_at_most_the_configured_fetch_wait(monke
     monkeypatch.setattr(topology.app, "squall_settings", settings)
     consumer = thread._create_worker_consumer(topology.app.consumer.transport)
     assert consumer._fetch_max_wait_ms == 250
+
+
+def test_a_seek_since_a_batch_was_read_supersedes_the_rest_of_that_partitions_batch_only():
+    from squall.worker.drain import SeekEpochs
+
+    seeks = SeekEpochs()
+    seeks.sought(["status-1"])  # an earlier seek: before the batch, not a reason to drop it
+    at_read = seeks.snapshot()
+    assert not seeks.superseded("status-1", at_read)
+    seeks.sought(["status-1"])
+    assert seeks.superseded("status-1", at_read)
+    assert not seeks.superseded("status-0", at_read)  # another partition's messages are handed over
+    assert not seeks.superseded("status-1", seeks.snapshot())  # the next batch, read from the new position

@@ -266,3 +266,40 @@ async def test_the_stuck_check_survives_a_broker_outage_while_asking_the_beginni
     watch = StuckWatch(30.0)
     assert [await consumer.read_stuck_again(watch, float(t)) for t in range(0, 100, 10)] == [[]] * 10
     assert seeks == []
+
+
+async def test_a_seek_supersedes_what_the_drain_read_before_it_and_while_it_ran(consumer, monkeypatch):
+    before = consumer._seeks.snapshot()
+    during: list = []
+
+    async def faust_seek(self, partition, offset):  # a batch read while the seek is under way
+        during.append(consumer._seeks.snapshot())
+
+    monkeypatch.setattr(faust_consumer.Consumer, "seek", faust_seek)
+    await consumer.seek(TPX, 61)
+    assert consumer._seeks.superseded(TPX, before) and consumer._seeks.superseded(TPX, during[0])
+    assert not consumer._seeks.superseded(TP(TOPIC, 1), before)
+    assert not consumer._seeks.superseded(TPX, consumer._seeks.snapshot())
+
+
+async def test_the_rebalances_seek_to_the_committed_offsets_supersedes_every_assigned_partition(consumer, monkeypatch):
+    other = TP(TOPIC, 1)
+    monkeypatch.setattr(consumer, "assignment", lambda: {TPX, other})
+    before = consumer._seeks.snapshot()
+
+    async def faust_perform_seek(self):
+        pass
+
+    monkeypatch.setattr(faust_consumer.Consumer, "perform_seek", faust_perform_seek)
+    await consumer.perform_seek()
+    assert consumer._seeks.superseded(TPX, before) and consumer._seeks.superseded(other, before)
+
+
+async def test_each_batch_read_notes_the_seek_counts_it_was_read_under(consumer, monkeypatch):
+    async def faust_wait_next_records(self, timeout):
+        return {}, set()
+
+    monkeypatch.setattr(faust_consumer.Consumer, "_wait_next_records", faust_wait_next_records)
+    consumer._seeks.sought([TPX])
+    assert await consumer._wait_next_records(1.0) == ({}, set())
+    assert consumer._batch_seeks == consumer._seeks.snapshot()
