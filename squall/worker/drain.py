@@ -81,35 +81,50 @@ def deliver(coro: Coroutine[Any, Any, Any], interruptible: Interrupted) -> Await
 
 
 class SeekEpochs:
-    """Which messages of a batch a seek made since it was read has superseded (:meth:`superseded`).
+    """Whether the batch being drained was read under a partition's latest seek (:meth:`current`).
 
     The drain hands a batch over message by message, with the event loop
     turning in between; a seek of a partition meanwhile — the rebalance's
     seek to the committed offsets, or a read-again seek — makes the consumer
     read that partition again from the new position. The rest of the old
-    batch of that partition must not be handed over: a message skipped by
-    its stream during the rebalance would be read again, but the drain's
-    read offset, moved past it by the old batch, dropped the new copy as
-    "read before" (seen after a take-over: the first two status messages
-    past the committed offset never applied, later ones applied, the
-    committed offset stuck there). Counters only; no I/O.
+    batch must not move the partition's read offset past that position (the
+    messages read again would be dropped as "read before"), nor be taken for
+    a gap in the log (the offsets in between would count as acknowledged).
+    A seek is noted before and after it runs (:meth:`sought`), so a batch
+    read while it was under way is not current either, and the first
+    message read after it notes no gap (:meth:`gap_known`). Counters only; no I/O.
     """
 
     def __init__(self) -> None:
-        self.count = 0  # seeks so far, of any partition
-        self._of: dict[Hashable, int] = {}  # partition → seeks of it so far
+        self.count = 0  # seeks noted so far, of any partition
+        self._of: dict[Hashable, int] = {}  # partition → seeks of it noted so far
+        self.unread: set[Hashable] = set()  # partitions sought and not read under that seek yet
 
     def sought(self, partitions: Iterable[Hashable]) -> None:
-        """Note a seek of ``partitions`` (before the seek itself: what the drain hands over next is checked)."""
+        """Note a seek of ``partitions`` (once before it runs and once after)."""
         for tp in partitions:
             self._of[tp] = self._of.get(tp, 0) + 1
+            self.unread.add(tp)
         self.count += 1
 
+    def gap_known(self, tp: Hashable) -> bool:
+        """Whether a jump of ``tp``'s read offset means offsets missing from the log.
+
+        Not for the first message read after a seek: the read offset is then
+        the seek's position, and a batch read while the seek was under way may
+        have been handed over already without moving it (:meth:`current`).
+        """
+        return tp not in self.unread
+
+    def read(self, tp: Hashable) -> None:
+        """A message of ``tp`` read under its latest seek moved its read offset."""
+        self.unread.discard(tp)
+
     def snapshot(self) -> tuple[int, dict[Hashable, int]]:
-        """The counts when a batch is read (:meth:`superseded` compares with them)."""
+        """The counts when a batch is read (:meth:`current` compares with them)."""
         return self.count, dict(self._of)
 
-    def superseded(self, tp: Hashable, at_read: tuple[int, dict[Hashable, int]]) -> bool:
-        """Whether ``tp`` was sought since ``at_read`` (a :meth:`snapshot`): its rest of that batch is read again."""
+    def current(self, tp: Hashable, at_read: tuple[int, dict[Hashable, int]]) -> bool:
+        """Whether ``tp`` was not sought since ``at_read`` (a :meth:`snapshot`): its messages may move its read offset."""
         count, of = at_read
-        return self.count != count and self._of.get(tp, 0) != of.get(tp, 0)
+        return self.count == count or self._of.get(tp, 0) == of.get(tp, 0)

@@ -1,4 +1,4 @@
-"""Faust's aiokafka consumer with two offset-commit fixes; the app uses it through :class:`Transport`.
+"""Faust's aiokafka consumer with squall's offset-commit and read fixes; the app uses it through :class:`Transport`.
 
 1. **Never commit past an unacknowledged offset** (:mod:`squall.worker.offset_commit`
    has the analysis): the committable offset of a partition is bounded by
@@ -55,13 +55,15 @@
    produced to such a partition meanwhile waited up to 1.5 s for the open
    request's answer before it was even asked for.
 
-8. **A seek drops what the drain still holds of the partition.** The
-   drain hands a batch over message by message; when a partition is sought
-   meanwhile (the rebalance's seek to the committed offsets, or a read-again
-   seek of fix 3 or of the stuck watch), the rest of its old batch is not
-   handed over and does not move the read offset, so the messages the seek
-   reads again are not dropped as "read before"
-   (:class:`squall.worker.drain.SeekEpochs`).
+8. **A seek is not undone by the batch the drain is still handing over.**
+   The rest of a batch read before a partition's latest seek moved Faust's
+   read offset past the seek's position (the messages read again were then
+   dropped as "read before") or was taken for a gap in the log (offsets no
+   agent processed became committable). Here it is handed over (a copy is
+   harmless) but moves nothing and notes no gap, nor does the first message
+   read after a seek (:class:`squall.worker.drain.SeekEpochs`). The price: a
+   partition whose committed offset retention deleted commits nothing more
+   (its messages are read again after a restart).
 
 The hooks are private Faust API (``_filter_committable_offsets``,
 ``on_partitions_revoked``, ``ack``, ``_drain_messages``, ``_wait_next_records``,
@@ -107,10 +109,11 @@ class Consumer(aiokafka_driver.Consumer):
     async def _drain_messages(self, fetcher: ServiceT) -> None:  # pragma: no cover - the worker's read loop
         """Faust's read loop (``Consumer._drain_messages``) with each message handed over by :func:`deliver` (fix 6).
 
-        As Faust's: read a batch (``getmany``, 1 s), note gaps in the offsets
-        of acked topics, commit every ``broker_commit_every`` acks, hand each
-        message to the conductor and record it as read; yield to the loop
-        every 100 messages. Only the hand-over differs.
+        As Faust's: read a batch (``getmany``, 1 s), commit every
+        ``broker_commit_every`` acks, note gaps in the offsets of acked topics,
+        hand each message to the conductor and record it as read; yield to the
+        loop every 100 messages. The hand-over differs, and a seek is not
+        undone by the batch read before it, nor taken for a gap (fix 8).
         """
         callback, getmany = self.callback, self.getmany
         consumer_should_stop, fetcher_should_stop = self._stopped.is_set, cast(Service, fetcher)._stopped.is_set
@@ -135,22 +138,28 @@ class Consumer(aiokafka_driver.Consumer):
                     if since_yield > 100:
                         await asyncio.sleep(0)
                         since_yield = 0
-                    if seeks.count != self._batch_seeks[0] and seeks.superseded(tp, self._batch_seeks):
-                        continue  # sought since this batch was read (fix 8): read again from the new position
+                    at_read = self._batch_seeks
+                    current = seeks.count == at_read[0] or seeks.current(tp, at_read)  # fix 8
                     offset, last = message.offset, read_offset[tp]
-                    if last is not None and offset < last:
+                    if current and last is not None and offset < last:
                         continue  # read before (a seek back): Faust drops it too
-                    if last and offset - last > 1 and acks_enabled_for(message.topic):
-                        await self._add_gap(tp, last + 1, offset)
+                    if (
+                        current
+                        and last
+                        and offset - last > 1
+                        and seeks.gap_known(tp)
+                        and acks_enabled_for(message.topic)
+                    ):
+                        await self._add_gap(tp, last + 1, offset)  # offsets the log does not have
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
                     rest = deliver(cast(Coroutine[Any, Any, Any], callback(message)), interruptible)
                     if rest is not None:
                         await rest
-                        if seeks.superseded(tp, self._batch_seeks):
-                            continue  # sought while it was handed over: the seek's position stands (fix 8)
-                    read_offset[tp] = offset
+                    if current and seeks.current(tp, at_read):  # a batch read before a seek leaves its position
+                        read_offset[tp] = offset
+                        seeks.read(tp)
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
             if not self.transport.app.should_stop:
@@ -173,13 +182,13 @@ class Consumer(aiokafka_driver.Consumer):
         return records
 
     async def seek(self, partition: TP, offset: int) -> None:
-        """Faust's seek of one partition; what the drain still holds of it is dropped (fix 8)."""
+        """Faust's seek of one partition; the batch the drain still holds of it leaves the read offset (fix 8)."""
         self._seeks.sought([partition])  # before: a message handed over meanwhile is read again
         await super().seek(partition, offset)
         self._seeks.sought([partition])  # after: a batch read while the seek was under way is stale too
 
     async def perform_seek(self) -> None:
-        """Faust's seek of every partition to its committed offset; what the drain still holds is dropped (fix 8)."""
+        """Faust's seek of every partition to its committed offset; the batch the drain holds leaves them (fix 8)."""
         assigned = self.assignment()
         self._seeks.sought(assigned)
         await super().perform_seek()

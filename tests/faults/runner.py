@@ -328,10 +328,9 @@ async def _dump_topics(crawl: Crawl, out: Path) -> None:
                 ends = await consumer.end_offsets(tps)
                 await consumer.seek_to_beginning(*tps)
                 for tp in tps:
-                    while (await consumer.position(tp)) < ends[tp]:
-                        batch = await consumer.getmany(tp, timeout_ms=2000)
-                        if not batch:
-                            break
+                    deadline = time.monotonic() + 15.0  # the first fetch of a partition may take a few seconds
+                    while (await consumer.position(tp)) < ends[tp] and time.monotonic() < deadline:
+                        batch = await consumer.getmany(tp, timeout_ms=1000)
                         for m in batch.get(tp, []):
                             value = None if m.value is None else m.value.decode("utf-8", errors="replace")
                             key = None if m.key is None else m.key.decode("utf-8", errors="replace")

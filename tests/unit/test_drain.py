@@ -161,14 +161,25 @@ async def test_the_worker_consumer_waits_at_most_the_configured_fetch_wait(monke
     assert consumer._fetch_max_wait_ms == 250
 
 
-def test_a_seek_since_a_batch_was_read_supersedes_the_rest_of_that_partitions_batch_only():
+def test_a_batch_read_before_a_seek_of_its_partition_is_not_current_for_that_partition_only():
     from squall.worker.drain import SeekEpochs
 
     seeks = SeekEpochs()
-    seeks.sought(["status-1"])  # an earlier seek: before the batch, not a reason to drop it
+    seeks.sought(["status-1"])  # an earlier seek: before the batch, it is current
     at_read = seeks.snapshot()
-    assert not seeks.superseded("status-1", at_read)
+    assert seeks.current("status-1", at_read)
     seeks.sought(["status-1"])
-    assert seeks.superseded("status-1", at_read)
-    assert not seeks.superseded("status-0", at_read)  # another partition's messages are handed over
-    assert not seeks.superseded("status-1", seeks.snapshot())  # the next batch, read from the new position
+    assert not seeks.current("status-1", at_read)
+    assert seeks.current("status-0", at_read)  # another partition's messages move its read offset
+    assert seeks.current("status-1", seeks.snapshot())  # the next batch, read from the new position
+
+
+def test_the_first_message_read_after_a_seek_notes_no_gap():
+    from squall.worker.drain import SeekEpochs
+
+    seeks = SeekEpochs()
+    assert seeks.gap_known("status-1")
+    seeks.sought(["status-1"])
+    assert not seeks.gap_known("status-1") and seeks.gap_known("status-0")
+    seeks.read("status-1")  # a message read under the seek moved the read offset
+    assert seeks.gap_known("status-1")

@@ -268,7 +268,7 @@ async def test_the_stuck_check_survives_a_broker_outage_while_asking_the_beginni
     assert seeks == []
 
 
-async def test_a_seek_supersedes_what_the_drain_read_before_it_and_while_it_ran(consumer, monkeypatch):
+async def test_a_seek_makes_the_batches_read_before_it_and_while_it_ran_not_current(consumer, monkeypatch):
     before = consumer._seeks.snapshot()
     during: list = []
 
@@ -277,12 +277,12 @@ async def test_a_seek_supersedes_what_the_drain_read_before_it_and_while_it_ran(
 
     monkeypatch.setattr(faust_consumer.Consumer, "seek", faust_seek)
     await consumer.seek(TPX, 61)
-    assert consumer._seeks.superseded(TPX, before) and consumer._seeks.superseded(TPX, during[0])
-    assert not consumer._seeks.superseded(TP(TOPIC, 1), before)
-    assert not consumer._seeks.superseded(TPX, consumer._seeks.snapshot())
+    assert not consumer._seeks.current(TPX, before) and not consumer._seeks.current(TPX, during[0])
+    assert consumer._seeks.current(TP(TOPIC, 1), before)
+    assert consumer._seeks.current(TPX, consumer._seeks.snapshot())
 
 
-async def test_the_rebalances_seek_to_the_committed_offsets_supersedes_every_assigned_partition(consumer, monkeypatch):
+async def test_the_rebalances_seek_to_the_committed_offsets_concerns_every_assigned_partition(consumer, monkeypatch):
     other = TP(TOPIC, 1)
     monkeypatch.setattr(consumer, "assignment", lambda: {TPX, other})
     before = consumer._seeks.snapshot()
@@ -292,7 +292,7 @@ async def test_the_rebalances_seek_to_the_committed_offsets_supersedes_every_ass
 
     monkeypatch.setattr(faust_consumer.Consumer, "perform_seek", faust_perform_seek)
     await consumer.perform_seek()
-    assert consumer._seeks.superseded(TPX, before) and consumer._seeks.superseded(other, before)
+    assert not consumer._seeks.current(TPX, before) and not consumer._seeks.current(other, before)
 
 
 async def test_each_batch_read_notes_the_seek_counts_it_was_read_under(consumer, monkeypatch):
