@@ -50,7 +50,6 @@ log = logging.getLogger("squall.status")
 async def status_updater(stream):
     async for event in stream.events():
         done = handle(event.value, event.message.partition, time.time())
-        state().results_applied[event.message.partition] = event.message.offset + 1  # squall.policy.takeover
         for key, partition, value in done.reroutes:
             await status_topic.send(key=key, value=value, partition=partition)
         for value, exc in done.dead:

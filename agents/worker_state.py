@@ -36,9 +36,8 @@ class WorkerState:
     from one of an earlier owner (the take-over rule of :mod:`squall.policy.pace`);
     ``stranded`` (partition → {key: Unix s}) lists the hosts holding such
     hand-outs and when they may be handed out again (:mod:`squall.policy.takeover`);
-    ``results_applied`` (partition → offset) is one past the last status
-    message the status updater applied, ``results_end`` (partition → offset)
-    the status partition's end offset when a release first came due.
+    ``results_end`` (partition → offset) is the status partition's end
+    offset when a release first came due.
     ``watched`` (partition → (due Unix s, key, URL, hand-out Unix s) in time
     order) holds this worker's own hand-outs until their fetch messages are
     known to have reached the fetcher (:func:`squall.policy.takeover.own_handout`).
@@ -50,7 +49,6 @@ class WorkerState:
         self.assigned_at: dict[int, float] = {}
         self._assignment_generation: int | None = None  # consumer generation of the last rebuild
         self.stranded: dict[int, dict[str, float]] = {}
-        self.results_applied: dict[int, int] = {}
         self.results_end: dict[int, int] = {}
         self.watched: dict[int, deque[tuple[float, str, str, float]]] = {}
         self._rebuild_generation = 0
@@ -141,8 +139,8 @@ class WorkerState:
 
         The first call after a rebuild notes the status partition's end
         offset as the consumer last saw it (``highwater``); this and later
-        calls compare it with the messages applied since and the group's
-        committed offset (:func:`squall.policy.takeover.results_applied`).
+        calls compare it with the partition's committed offset
+        (:func:`squall.policy.takeover.results_applied`).
         False while the consumer or the end offset is not known yet.
         """
         consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
@@ -159,7 +157,7 @@ class WorkerState:
                 return False
             self.results_end[partition] = end
         committed = getattr(consumer, "_committed_offset", {}).get(tp)
-        return results_applied(end, self.results_applied.get(partition), committed)
+        return results_applied(end, committed)
 
     def watch(self, partition: int, key: str, urls: Iterable[str], handed_out_at_s: float, now_s: float) -> None:
         """Watch hand-outs of this worker from ``frontier.takeover.grace.secs`` after ``now_s`` (0: off)."""

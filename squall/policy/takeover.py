@@ -22,8 +22,8 @@ A hand-out the earlier owner did fetch reports itself through the status
 topic, and on a loaded machine its result may still wait in this worker's
 status stream when the time comes: it is then neither received nor
 stranded. So the release also waits until the status updater here has
-applied every status message the partition held when the time came
-(:func:`results_applied`, offsets as Kafka counts them); a result
+applied every status message the partition held when the time came (its
+committed offset reached that end offset: :func:`results_applied`); a result
 applied by then has freed its URL, and only the URLs still in flight go out
 again (the politer reading: one repeat fewer, a release a little later).
 
@@ -102,24 +102,31 @@ def stranded(
     return sorted(u for u, t in in_flight.items() if t < owned_since_s and not received(u, t))
 
 
-def results_applied(end_offset: int | None, applied_offset: int | None, committed_offset: int | None) -> bool:
-    """Whether every status message of a partition below ``end_offset`` has been applied here.
+def results_applied(end_offset: int | None, committed_offset: int | None) -> bool:
+    """Whether every status message of a partition below ``end_offset`` has been applied, by its committed offset.
+
+    The committed offset, not the last offset applied: the consumer commits
+    a partition only up to its first message not processed yet (fix 1 of
+    :mod:`squall.worker.kafka_consumer`), so every message below it was
+    applied, while messages below the last one applied may not have been
+    (a rebalance dropped them from the agents' queue, fix 9; seen as a
+    hand-out fetched twice). The release is then up to one commit interval
+    (``broker_commit_interval``, 2.8 s) later.
 
     Args:
         end_offset: the partition's end offset (the next offset Kafka will
             write) when the release time came; None when not known yet.
-        applied_offset: one past the offset of the last status message the
-            status updater here applied since the take-over (None: none yet).
-        committed_offset: the group's committed offset of the partition (the
-            next one to read; None: nothing committed).
+        committed_offset: the partition's committed offset as this worker's
+            consumer knows it (the next one to read: read from the broker at
+            the take-over, then its own commits); None: nothing committed.
 
     Returns:
-        True when one of the two offsets reached ``end_offset``; False while
-        it is unknown.
+        True when the committed offset reached ``end_offset`` (an empty
+        partition: at once); False while the end offset is unknown.
     """
     if end_offset is None:
         return False
-    return max(applied_offset or 0, committed_offset or 0) >= end_offset
+    return (committed_offset or 0) >= end_offset
 
 
 class Watch(Enum):

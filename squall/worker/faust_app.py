@@ -18,12 +18,16 @@ from typing import Any
 
 import faust
 import faust.exceptions
+from faust.types import Message
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
 
 import squall.worker.kafka_consumer
 from squall.errors import DataDirError, KafkaAccessError, KafkaSetupError
 from squall.net.kafka_security import KafkaConnection, check_access, translate
 from squall.settings import Settings
 from squall.worker.datadir import open_datadir
+from squall.worker.flow_control import FlowControl
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
 from squall.worker.topic_setup import plan_of, prepare_topics
@@ -145,6 +149,21 @@ class SquallApp(faust.App):
 
     def _new_transport(self) -> faust.types.TransportT:
         return squall.worker.kafka_consumer.Transport(self.conf.broker_consumer, self)
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        """Faust's flow control of the stream queues; what a clear drops while the flow runs is read again (fix 9)."""
+        return FlowControl(loop=self.loop, dropped=self._read_dropped_again, acks_enabled_for=self._acks_enabled_for)
+
+    def _acks_enabled_for(self, topic: str) -> bool:
+        return bool(self.topics.acks_enabled_for(topic))
+
+    def _read_dropped_again(self, messages: list[Message]) -> None:
+        """Seek the partitions of ``messages`` (dropped from the agents' queues) back to the lowest of each."""
+        consumer = self._consumer  # None until the worker started its consumer
+        if isinstance(consumer, squall.worker.kafka_consumer.Consumer):
+            for message in messages:
+                consumer.read_again(message.tp, message.offset)
 
 
 def faust_topics(app: faust.App) -> list[faust.types.TopicT]:

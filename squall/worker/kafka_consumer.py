@@ -19,17 +19,13 @@
    stream that reads a message while flow control is suspended (a
    rebalance has begun) or from an older consumer generation skips it and
    *acknowledges* it (``faust/streams.py``, ``value is skipped_value``),
-   counting on a seek to the committed offset after the rebalance to
-   deliver it again. But that acknowledgement makes the offset committable:
-   the commit made before a revoke (fix 2), or the next periodic commit of a
-   partition kept through the rebalance, moves the committed offset past
-   messages no agent ever processed, and the seek then starts after them.
-   That was the loss of docs/faults.md's stranded messages: status and fetch messages right after a
-   committed offset that the next owner never received, a host held for
-   ``frontier.inflight.timeout.secs``, a URL left DISCOVERED outside the due
-   index. Here such an acknowledgement (of a message the stream never
-   tracked, on a topic with acks) marks the message done without recording
-   its offset, so the seek delivers it again.
+   counting on the seek to the committed offset after the rebalance. But
+   that makes the offset committable: the commit before a revoke (fix 2),
+   or the next periodic one, moved the committed offset past messages no
+   agent processed, and the seek started after them (docs/faults.md's
+   stranded status and fetch messages). Here such an acknowledgement (of a
+   message no stream tracked, on a topic with acks) marks it done without
+   recording its offset, so the seek delivers it again.
 
 4. **A fence over group membership** (:mod:`squall.worker.group_lease`):
    the consumer thread's group coordinator reports every membership answer
@@ -65,10 +61,15 @@
    partition whose committed offset retention deleted commits nothing more
    (its messages are read again after a restart).
 
+9. **What the flow's resume drops is read again** (:mod:`squall.worker.flow_control`):
+   the resume after the rebalance's seek clears the agents' queues of
+   messages already read from the committed offsets.
+
 The hooks are private Faust API (``_filter_committable_offsets``,
 ``on_partitions_revoked``, ``ack``, ``_drain_messages``, ``_wait_next_records``,
-``seek``, ``perform_seek`` and aiokafka's
-``AIOKafkaConsumer._fetch_max_wait_ms``), pinned by tests/unit/test_kafka_consumer.py.
+``seek``, ``perform_seek``, mode's ``FlowControlEvent.clear`` and aiokafka's
+``AIOKafkaConsumer._fetch_max_wait_ms``), pinned by tests/unit/test_kafka_consumer.py
+and tests/unit/test_flow_control.py.
 """
 
 from __future__ import annotations
@@ -215,12 +216,12 @@ class Consumer(aiokafka_driver.Consumer):
         if not message.tracked and not message.acked and self.app.topics.acks_enabled_for(message.topic):
             message.acked = True  # done for the stream; its offset stays uncommitted and it is read again
             self.skipped_unread += 1
-            self._read_again(message.tp, message.offset)
+            self.read_again(message.tp, message.offset)
             return False
         return bool(super().ack(message))
 
-    def _read_again(self, tp: TP, offset: int) -> None:
-        """Have ``tp`` read again from ``offset`` (fix 3): now if the flow runs, else by the rebalance's seek.
+    def read_again(self, tp: TP, offset: int) -> None:
+        """Have ``tp`` read again from ``offset`` (fixes 3, 9): now if the flow runs, else by the rebalance's seek.
 
         While flow control is suspended a rebalance is in progress and its
         seek to the committed offset (never past ``offset``, see :meth:`ack`)

@@ -318,7 +318,10 @@ async def _dump_topics(crawl: Crawl, out: Path) -> None:
     from squall.net.kafka_security import KafkaConnection
 
     settings = crawl.settings
-    consumer = AIOKafkaConsumer(**KafkaConnection.from_settings(settings).client_kwargs(), enable_auto_commit=False)
+    # "earliest" and an explicit seek: seek_to_beginning after assign() was overtaken by the "latest" reset
+    consumer = AIOKafkaConsumer(
+        **KafkaConnection.from_settings(settings).client_kwargs(), enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         with out.open("w", encoding="utf-8") as f:
@@ -326,12 +329,15 @@ async def _dump_topics(crawl: Crawl, out: Path) -> None:
                 tps = [TopicPartition(topic, p) for p in range(n)]
                 consumer.assign(tps)
                 ends = await consumer.end_offsets(tps)
-                await consumer.seek_to_beginning(*tps)
-                for tp in tps:
-                    deadline = time.monotonic() + 15.0  # the first fetch of a partition may take a few seconds
-                    while (await consumer.position(tp)) < ends[tp] and time.monotonic() < deadline:
-                        batch = await consumer.getmany(tp, timeout_ms=1000)
-                        for m in batch.get(tp, []):
+                for tp, start in (await consumer.beginning_offsets(tps)).items():
+                    consumer.seek(tp, start)
+                deadline = time.monotonic() + 15.0  # the first fetch of a partition may take a few seconds
+                while time.monotonic() < deadline:
+                    left = [tp for tp in tps if (await consumer.position(tp)) < ends[tp]]
+                    if not left:
+                        break
+                    for tp, records in (await consumer.getmany(*left, timeout_ms=1000)).items():
+                        for m in records:
                             value = None if m.value is None else m.value.decode("utf-8", errors="replace")
                             key = None if m.key is None else m.key.decode("utf-8", errors="replace")
                             f.write(json.dumps({"topic": topic, "partition": tp.partition, "offset": m.offset,
