@@ -29,7 +29,7 @@ from aiokafka.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from squall.errors import ConfigError, KafkaSetupError
 from squall.net.kafka_security import (
@@ -263,7 +263,19 @@ async def read_partitioned(
     idle_timeout_s: float = 30.0,
     starts: Mapping[int, int] | None = None,
 ) -> AsyncIterator[tuple[int, bytes | None, bytes | None]]:
-    """Yield ``(partition, key, value)`` of every record of ``topic``, oldest first per partition.
+    """Yield ``(partition, key, value)`` of every record of ``topic``: :func:`read_records`, the records' fields."""
+    async for record in read_records(bootstrap, topic, missing_ok, idle_timeout_s, starts):
+        yield record.partition, record.key, record.value
+
+
+async def read_records(
+    bootstrap: Broker,
+    topic: str,
+    missing_ok: bool = False,
+    idle_timeout_s: float = 30.0,
+    starts: Mapping[int, int] | None = None,
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+    """Yield every record of ``topic`` (aiokafka's ``ConsumerRecord``: offset, timestamp, key, value), oldest first per partition.
 
     Reads every partition from its beginning (or from ``starts``: partition →
     offset, e.g. a group's committed offsets; a partition not in it, or whose
@@ -300,7 +312,7 @@ async def read_partitioned(
             for tp, records in batches.items():
                 for record in records:
                     if record.offset < ends[tp]:
-                        yield tp.partition, record.key, record.value
+                        yield record
             done = set()
             for tp in pending:
                 if await consumer.position(tp) >= ends[tp]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.tools import fault_metrics as fm
+from squall.errors import KafkaSetupError
 from squall.tools import kafka_local
 from squall.tools.harness import Crawl
 from squall.policy.partition import partition_for_key, partition_key
@@ -313,39 +314,24 @@ class TrialRun:
 
 async def _dump_topics(crawl: Crawl, out: Path) -> None:
     """One JSON line per record of every topic of the crawl (offset, time, key, value), then the committed offsets."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
     from squall.net.kafka_security import KafkaConnection
+    from squall.tools.kafka_admin import read_records
+
+    def text(raw: bytes | None) -> str | None:
+        return None if raw is None else raw.decode("utf-8", errors="replace")
 
     settings = crawl.settings
-    # "earliest" and an explicit seek: seek_to_beginning after assign() was overtaken by the "latest" reset
-    consumer = AIOKafkaConsumer(
-        **KafkaConnection.from_settings(settings).client_kwargs(), enable_auto_commit=False, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    try:
-        with out.open("w", encoding="utf-8") as f:
-            for topic, n in all_topics(settings).items():
-                tps = [TopicPartition(topic, p) for p in range(n)]
-                consumer.assign(tps)
-                ends = await consumer.end_offsets(tps)
-                for tp, start in (await consumer.beginning_offsets(tps)).items():
-                    consumer.seek(tp, start)
-                deadline = time.monotonic() + 15.0  # the first fetch of a partition may take a few seconds
-                while time.monotonic() < deadline:
-                    left = [tp for tp in tps if (await consumer.position(tp)) < ends[tp]]
-                    if not left:
-                        break
-                    for tp, records in (await consumer.getmany(*left, timeout_ms=1000)).items():
-                        for m in records:
-                            value = None if m.value is None else m.value.decode("utf-8", errors="replace")
-                            key = None if m.key is None else m.key.decode("utf-8", errors="replace")
-                            f.write(json.dumps({"topic": topic, "partition": tp.partition, "offset": m.offset,
-                                                "timestamp_ms": m.timestamp, "key": key, "value": value}) + "\n")
-            committed = await committed_offsets(settings) or {}
-            f.write(json.dumps({"committed": {f"{t}[{p}]": o for (t, p), o in sorted(committed.items())}}) + "\n")
-    finally:
-        await consumer.stop()
+    conn = KafkaConnection.from_settings(settings)
+    with out.open("w", encoding="utf-8") as f:
+        for topic in all_topics(settings):
+            try:
+                async for m in read_records(conn, topic, missing_ok=True, idle_timeout_s=15.0):
+                    f.write(json.dumps({"topic": topic, "partition": m.partition, "offset": m.offset,
+                                        "timestamp_ms": m.timestamp, "key": text(m.key), "value": text(m.value)}) + "\n")
+            except KafkaSetupError as exc:  # one topic stalled (the broker is going away): the others still count
+                f.write(json.dumps({"topic": topic, "error": str(exc)}) + "\n")
+        committed = await committed_offsets(settings) or {}
+        f.write(json.dumps({"committed": {f"{t}[{p}]": o for (t, p), o in sorted(committed.items())}}) + "\n")
 
 
 def run_trial(trial: Trial, bootstrap: str, workdir: Path) -> TrialResult:
