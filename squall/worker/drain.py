@@ -125,6 +125,9 @@ class SeekEpochs:
         return self.count, dict(self._of)
 
     def current(self, tp: Hashable, at_read: tuple[int, dict[Hashable, int]]) -> bool:
-        """Whether ``tp`` was not sought since ``at_read`` (a :meth:`snapshot`): its messages may move its read offset."""
-        count, of = at_read
-        return self.count == count or self._of.get(tp, 0) == of.get(tp, 0)
+        """Whether ``tp`` was not sought since ``at_read`` (a :meth:`snapshot`): its messages may move its read offset.
+
+        The drain asks only when some seek came since (``count != at_read[0]``,
+        its per-message fast path); the answer holds either way.
+        """
+        return self._of.get(tp, 0) == at_read[1].get(tp, 0)

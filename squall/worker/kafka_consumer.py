@@ -158,7 +158,7 @@ class Consumer(aiokafka_driver.Consumer):
                     rest = deliver(cast(Coroutine[Any, Any, Any], callback(message)), interruptible)
                     if rest is not None:
                         await rest
-                    if current and seeks.current(tp, at_read):  # a batch read before a seek leaves its position
+                    if current and (seeks.count == at_read[0] or seeks.current(tp, at_read)):  # a seek meanwhile
                         read_offset[tp] = offset
                         seeks.read(tp)
                 self.diag.unset_flag(CONSUMER_FETCHING)
