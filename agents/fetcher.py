@@ -62,7 +62,7 @@ Reported = tuple[list[StatusMessage], FetchEnded, PaceState]  # what to report o
 @app.agent(fetch_topic)
 async def fetcher(stream):
     rt = fetch_runtime()  # the worker's one fetch runtime, handed to every task of this agent
-    await rt.start()
+    await rt.start(lambda msg, event: _run(rt, msg, event))  # and the status updater's hand-outs here (start_here)
     async for event in stream.events():
         try:
             msg = FetchMessage.from_bytes(event.value)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from agents.addresses import host_port
-from agents.common import addresses, config, deadletter, load_host, save_host, stored, tables
+from agents.common import addresses, config, deadletter, fetch_runtime, load_host, save_host, stored, tables
 from agents.observe import observed
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
@@ -55,7 +55,8 @@ async def status_updater(stream):
         for value, exc in done.dead:
             await deadletter(value, exc)
         for msg in done.handouts:  # the next URLs of hosts whose result freed a place (agents.queues)
-            await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
+            if not await fetch_runtime().start_here(msg, event):  # frontier.handout.inprocess
+                await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
         for signal in done.signals:  # signals this event could not apply with their result
             await signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
         for host, port, value in done.pending:  # byIP: routed once the host is resolved

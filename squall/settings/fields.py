@@ -231,6 +231,15 @@ class SettingsFields:
     #: Retry-After, back-off); a URL waiting at the fetcher for a block that ends
     #: later than this is handed back to the frontier (fetch.deferred).
     frontier_handout_lead_secs: float = field(metadata={"key": "frontier.handout.lead.secs"})
+    #: Start the next URL a fetch result freed a place for in this worker's own
+    #: fetcher, without a round trip through the fetch topic (the status and fetch
+    #: partitions of a host are always assigned together). The hand-out is still
+    #: recorded in the hosts table first; the status message's acknowledgement is
+    #: held until the fetch is reported, so a rebalance waits for it as for a
+    #: fetch message. Hand-outs of the spout's ticks and of byIP crawls, and any
+    #: made while the fetcher has fetcher.max.pending.urls out, go through the
+    #: fetch topic. false = every hand-out through the fetch topic.
+    frontier_handout_inprocess: bool = field(metadata={"key": "frontier.handout.inprocess"})
     #: A handed-out URL with no result after this long (s) is handed out again.
     frontier_inflight_timeout_secs: float = field(metadata={"key": "frontier.inflight.timeout.secs"})
     #: After taking over a partition (restart or rebalance), hand-outs of an earlier

@@ -29,10 +29,10 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from squall.errors import Fenced
 from squall.net.http import FetchResult, HttpConfig, HttpFetcher
@@ -141,9 +141,12 @@ class FetcherRuntime:
         self.ends_seen = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
         self.wakeup = asyncio.Event()
         self.pending = asyncio.Semaphore(settings.fetcher_max_pending_urls)
+        self.run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]] | None = None  # see start()
         self.operator = OperatorState(self.config.pace, self.partitions)  # crawl.pause, crawl.delay
 
-    async def start(self) -> None:
+    async def start(self, run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]] | None = None) -> None:
+        """Open the HTTP sessions and the archive, start the dispatcher; ``run_here``: the fetcher's task of one hand-out."""
+        self.run_here = run_here or self.run_here
         if self.http is None:
             self.http = await HttpFetcher(HttpConfig.from_settings(self.settings)).__aenter__()
             settings = self.settings
@@ -151,6 +154,24 @@ class FetcherRuntime:
             if settings.warc_enabled:  # warc.enabled false: no archive
                 self.warc = WarcWriter(Path(settings.warc_dir), prefix, settings.warc_max_size)
             asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def start_here(self, msg: FetchMessage, event: Any) -> bool:
+        """Start ``msg``, handed out by this worker's status updater in ``event``, here; False: use the fetch topic.
+
+        The task runs in ``event``'s context (a robots or audit write goes to
+        the host's partition, one number on every topic) and holds its ack
+        until the fetch is reported, as a fetch message's: a rebalance waits
+        for it, and after a crash the next owner hands the URL out again
+        (:func:`squall.policy.takeover.stranded`). False when
+        ``frontier.handout.inprocess`` is off, under byIP, before the fetcher
+        agent started, or with ``fetcher.max.pending.urls`` out.
+        """
+        if self.run_here is None or not self.settings.frontier_handout_inprocess or self.by_ip or self.pending.locked():
+            return False
+        await self.pending.acquire()  # does not wait: not locked
+        event.message.incref()
+        asyncio.get_running_loop().create_task(self.run_here(msg, event))
+        return True
 
     async def close(self) -> None:
         """Close the WARC writer (its last gzip member flushed) and the HTTP sessions; idempotent."""
