@@ -163,7 +163,7 @@ class SquallApp(faust.App):
         consumer = self._consumer  # None until the worker started its consumer
         if isinstance(consumer, squall.worker.kafka_consumer.Consumer):
             for message in messages:
-                consumer.read_again(message.tp, message.offset)
+                consumer.read_again(message.tp, message.offset, "the flow's resume dropped it from an agent's queue")
 
 
 def faust_topics(app: faust.App) -> list[faust.types.TopicT]:

@@ -101,7 +101,7 @@ class Consumer(aiokafka_driver.Consumer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._reseek_to: dict[TP, int] = {}  # partition -> lowest skipped offset to read again (fix 3)
+        self._reseek_to: dict[TP, tuple[int, str]] = {}  # partition -> lowest offset to read again, why (fixes 3, 9)
         self._seeks = SeekEpochs()  # fix 8
         self._batch_seeks = self._seeks.snapshot()  # the counts when the batch being drained was read
         margin_s = self.app.squall_settings.kafka_session_fence_margin_secs  # type: ignore[attr-defined]  # SquallApp
@@ -220,7 +220,7 @@ class Consumer(aiokafka_driver.Consumer):
             return False
         return bool(super().ack(message))
 
-    def read_again(self, tp: TP, offset: int) -> None:
+    def read_again(self, tp: TP, offset: int, why: str = "a message was skipped unread") -> None:
         """Have ``tp`` read again from ``offset`` (fixes 3, 9): now if the flow runs, else by the rebalance's seek.
 
         While flow control is suspended a rebalance is in progress and its
@@ -228,7 +228,7 @@ class Consumer(aiokafka_driver.Consumer):
         reads the message again. A message skipped while the flow runs (one
         stamped with an older generation) has no seek coming: seek ``tp`` back
         here, once per partition at a time; the messages after it are read
-        twice (every step is idempotent under re-delivery).
+        twice (every step is idempotent under re-delivery). ``why`` is logged.
         """
         committed = self._committed_offset.get(tp)
         if committed is not None and offset < committed:
@@ -237,9 +237,9 @@ class Consumer(aiokafka_driver.Consumer):
             return
         pending = self._reseek_to
         if tp in pending:
-            pending[tp] = min(pending[tp], offset)
+            pending[tp] = min(pending[tp], (offset, why))
             return
-        pending[tp] = offset
+        pending[tp] = (offset, why)
         loop = self.loop  # acks may come from another thread: schedule on the consumer's loop
         try:
             loop.call_soon_threadsafe(lambda: loop.create_task(self._reseek(tp)))
@@ -248,9 +248,9 @@ class Consumer(aiokafka_driver.Consumer):
 
     async def _reseek(self, tp: TP) -> None:
         await asyncio.sleep(0)  # let the stream finish the skipped batch first
-        offset = self._reseek_to.pop(tp, None)
-        if offset is not None:
-            await self._seek_back(tp, offset, "a message was skipped unread")
+        held = self._reseek_to.pop(tp, None)
+        if held is not None:
+            await self._seek_back(tp, *held)
 
     async def _seek_back(self, tp: TP, offset: int, why: str) -> bool:
         """Seek ``tp`` back to ``offset`` so its messages from there are read again, logged with ``why``.

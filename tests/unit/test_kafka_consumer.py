@@ -245,7 +245,7 @@ async def test_a_failed_seek_back_is_logged_and_forgotten_on_both_paths(consumer
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(consumer, "seek", seek)
-    consumer._reseek_to[TPX] = 7  # a skipped message's re-read (fix 3)
+    consumer._reseek_to[TPX] = (7, "a message was skipped unread")  # a skipped message's re-read (fix 3)
     await consumer._reseek(TPX)
     watch = StuckWatch(30.0)
     assert await consumer.read_stuck_again(watch, 0.0) == []
