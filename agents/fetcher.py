@@ -69,9 +69,7 @@ async def fetcher(stream):
         except MessageError as exc:
             await deadletter(event.value, exc)
             continue
-        await rt.pending.acquire()
-        event.message.incref()  # hold the ack: the stream's own ack leaves it pending until _run acks
-        asyncio.get_running_loop().create_task(_run(rt, msg, event))
+        await rt.launch(msg, event)  # _run acks the event when the fetch is reported
 
 
 async def _run(rt: FetcherRuntime, msg: FetchMessage, event) -> None:

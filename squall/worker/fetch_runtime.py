@@ -136,17 +136,16 @@ class FetcherRuntime:
         self.copies = HandoutCopies(settings.fetcher_recent_fetch_ids)  # which copy of a hand-out to fetch
         self.warc: WarcWriter | None = None
         self.free_slots: int = settings.fetcher_threads_number
-        # hand-outs of an earlier owner fetched here: each is a repeat if that owner had fetched it before dying
-        self.takeover_fetches = 0
+        self.takeover_fetches = 0  # an earlier owner's hand-outs fetched here (a repeat if it had fetched one)
         self.ends_seen = 0  # ended group memberships handled (GroupLease.ended): their waiting URLs handed back
         self.wakeup = asyncio.Event()
         self.pending = asyncio.Semaphore(settings.fetcher_max_pending_urls)
         self.run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]] | None = None  # see start()
         self.operator = OperatorState(self.config.pace, self.partitions)  # crawl.pause, crawl.delay
 
-    async def start(self, run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]] | None = None) -> None:
+    async def start(self, run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]]) -> None:
         """Open the HTTP sessions and the archive, start the dispatcher; ``run_here``: the fetcher's task of one hand-out."""
-        self.run_here = run_here or self.run_here
+        self.run_here = run_here
         if self.http is None:
             self.http = await HttpFetcher(HttpConfig.from_settings(self.settings)).__aenter__()
             settings = self.settings
@@ -158,20 +157,24 @@ class FetcherRuntime:
     async def start_here(self, msg: FetchMessage, event: Any) -> bool:
         """Start ``msg``, handed out by this worker's status updater in ``event``, here; False: use the fetch topic.
 
-        The task runs in ``event``'s context (a robots or audit write goes to
-        the host's partition, one number on every topic) and holds its ack
-        until the fetch is reported, as a fetch message's: a rebalance waits
-        for it, and after a crash the next owner hands the URL out again
-        (:func:`squall.policy.takeover.stranded`). False when
+        The task runs in ``event``'s context (robots and audit writes go to the
+        host's partition) and holds its ack until the fetch is reported: a
+        rebalance waits for it; after a crash the next owner hands the URL out
+        again (:func:`squall.policy.takeover.stranded`). False when
         ``frontier.handout.inprocess`` is off, under byIP, before the fetcher
         agent started, or with ``fetcher.max.pending.urls`` out.
         """
         if self.run_here is None or not self.settings.frontier_handout_inprocess or self.by_ip or self.pending.locked():
             return False
-        await self.pending.acquire()  # does not wait: not locked
+        await self.launch(msg, event)  # does not wait: not locked
+        return True
+
+    async def launch(self, msg: FetchMessage, event: Any) -> None:
+        """Run ``run_here`` (see :meth:`start`) on ``msg`` once a ``fetcher.max.pending.urls`` slot is free; it acks ``event``."""
+        assert self.run_here is not None, "FetcherRuntime.launch before start"
+        await self.pending.acquire()
         event.message.incref()
         asyncio.get_running_loop().create_task(self.run_here(msg, event))
-        return True
 
     async def close(self) -> None:
         """Close the WARC writer (its last gzip member flushed) and the HTTP sessions; idempotent."""

@@ -30,7 +30,7 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(
 ) -> None:
     from agents import fetcher as fetcher_module
 
-    async def no_start(_run_here=None) -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
+    async def no_start(_run_here) -> None:  # no HTTP client, no WARC file: only the agent's decode path runs
         return None
 
     monkeypatch.setattr(_fresh_runtime(monkeypatch), "start", no_start)
