@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.addresses import AddressService
@@ -18,6 +18,7 @@ from squall.policy import fetch_decision as fd
 from squall.policy.address_key import AddressConfig
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import HandoutConfig
+from squall.policy.memo import BoundedMemo
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.pace import PaceConfig
 from squall.policy.partition import PartitionMode
@@ -100,15 +101,23 @@ def config() -> AgentConfig:
     return held
 
 
+HOST_CACHE_ENTRIES = 4096  # decoded host records kept per worker (a page reads its host's record 2-3 times)
+
+
 @dataclass(frozen=True)
 class Tables:
     """The tables the agents read and write: ``urls`` (URL bytes → UrlRecord dict), ``hosts`` (key bytes → HostRecord dict).
 
     The worker's are :mod:`topology`'s; a test hands in its own by setting ``app.squall_tables``.
+    ``host_cache``: the last host records read or written (key → record),
+    written through by :func:`save_host`, the only writer of ``hosts``;
+    emptied at every rebalance (:func:`forget_cached_hosts`), when a
+    recovery may change the stores beneath it.
     """
 
     urls: MutableMapping[bytes, Any]
     hosts: MutableMapping[bytes, Any]
+    host_cache: BoundedMemo[str, HostRecord] = field(default_factory=lambda: BoundedMemo(HOST_CACHE_ENTRIES))
 
 
 def tables() -> Tables:
@@ -139,9 +148,16 @@ def stored(table: MutableMapping[bytes, Any], key: bytes) -> Any:
 
 
 def stored_host(key: str) -> HostRecord | None:
-    """The host record of queue ``key`` as stored, None when the hosts table has none."""
-    raw = stored(tables().hosts, key.encode())
-    return None if raw is None else HostRecord.from_dict(raw)
+    """The host record of queue ``key`` as stored, None when the hosts table has none (records are immutable)."""
+    held = tables()
+    host = held.host_cache.get(key)
+    if host is None:
+        raw = stored(held.hosts, key.encode())
+        if raw is None:
+            return None
+        host = HostRecord.from_dict(raw)
+        held.host_cache.put(key, host)
+    return host
 
 
 def load_host(key: str) -> HostRecord:
@@ -150,7 +166,14 @@ def load_host(key: str) -> HostRecord:
 
 
 def save_host(host: HostRecord) -> None:
-    tables().hosts[host.key.encode()] = host.to_dict()
+    held = tables()
+    held.hosts[host.key.encode()] = host.to_dict()
+    held.host_cache.put(host.key, host)
+
+
+def forget_cached_hosts() -> None:
+    """Empty the host-record cache (a rebalance: the tables' recovery writes the stores, not :func:`save_host`)."""
+    tables().host_cache.clear()
 
 
 async def deadletter(value: bytes | None, exc: Exception) -> None:

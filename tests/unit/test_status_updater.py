@@ -161,7 +161,7 @@ def test_an_earlier_result_delivered_again_leaves_a_url_awaiting_a_newer_hand_ou
     failed = StatusMessage(url=url, status=Status.FETCH_ERROR, fetched_at_s=NOW - 10, http_status=500)
     deliver(failed, key)
     assert index.take(key, NOW + 10**9, 10) == [url]  # due again later: handed out (attempt 2) at NOW - 5
-    hosts[key.encode()] = HostRecord.from_dict(hosts[key.encode()]).with_handout([url], NOW - 5).to_dict()
+    common.save_host(HostRecord.from_dict(hosts[key.encode()]).with_handout([url], NOW - 5))  # as the spout does
     deliver(failed, key)  # the same result, read again
     assert len(index) == 0 and urls.get(url.encode())["last_fetch_at_s"] == NOW - 10
     deliver(StatusMessage(url=url, status=Status.FETCHED, fetched_at_s=NOW - 4, http_status=200), key)
