@@ -80,7 +80,7 @@ async def _run(rt: FetcherRuntime, msg: FetchMessage, event) -> None:
         reported = await _fetch(rt, msg, event)
         if reported is not None:
             statuses, event_ended, pace = reported
-            await _send(rt, msg, statuses, event_ended, pace)
+            await _send(rt, msg, statuses, event_ended, pace, event)
         event.ack()
         rt.copies.finished(fid, time.time())
     except Exception:  # a bug must not kill the worker nor hold the host: fail the URL transiently
@@ -91,9 +91,9 @@ async def _run(rt: FetcherRuntime, msg: FetchMessage, event) -> None:
 
 
 async def _send(
-    rt: FetcherRuntime, msg: FetchMessage, statuses: list[StatusMessage], event_ended: FetchEnded, pace: PaceState
+    rt: FetcherRuntime, msg: FetchMessage, statuses: list[StatusMessage], ended: FetchEnded, pace: PaceState, event
 ) -> None:
-    """Send the URL's other statuses, wait until the broker has them, then its own result with its signal.
+    """Send the URL's other statuses, wait until the broker has them, then apply or send its own result and signal.
 
     The handed-out URL's own result carries the signal that frees the
     hand-out and the page's outlinks of its own partition (one message: the
@@ -103,7 +103,8 @@ async def _send(
     skipped as stale (:meth:`FetcherRuntime.stale`); were it on the broker before the
     outlinks of other partitions and a redirect's target (a SIGKILL between
     their produce batches), those would be lost. A delivery error raises:
-    the fetch message stays unacknowledged and is re-delivered.
+    the fetch message stays unacknowledged and is re-delivered. The result is
+    applied here when it can be (``rt.apply_here``: the status updater's).
     """
     observe_result(statuses[0])
     own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
@@ -114,12 +115,13 @@ async def _send(
             key = msg.key if status.url == msg.url else partition_key(status.url, rt.mode)  # its own: the queue's key
             pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
     await asyncio.gather(*pending)
-    signal = fd.signal(msg, event_ended, pace)
+    signal = fd.signal(msg, ended, pace)
     if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
         return
     result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
-    await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
+    if rt.apply_here is None or not await rt.apply_here(result, event):
+        await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
 
 
 async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: str) -> None:
@@ -127,7 +129,7 @@ async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: s
     try:
         status, event_ended = fd.failed_unexpectedly(msg, time.time())
         pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.operator.pace_config(msg.key))
-        await _send(rt, msg, [status], event_ended, pace)
+        await _send(rt, msg, [status], event_ended, pace, event)
         event.ack()
         rt.copies.finished(fid, time.time())
     except Exception:  # un-acked: re-delivered to the partition's next owner

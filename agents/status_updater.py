@@ -48,20 +48,48 @@ log = logging.getLogger("squall.status")
 
 @app.agent(status_topic)
 async def status_updater(stream):
+    fetch_runtime().apply_here = apply_here  # the fetcher's own results, applied here (frontier.result.inprocess)
     async for event in stream.events():
-        done = handle(event.value, event.message.partition, time.time())
-        for key, partition, value in done.reroutes:
-            await status_topic.send(key=key, value=value, partition=partition)
-        for value, exc in done.dead:
-            await deadletter(value, exc)
-        for msg in done.handouts:  # the next URLs of hosts whose result freed a place (agents.queues)
-            if not await fetch_runtime().start_here(msg, event):  # frontier.handout.inprocess
-                await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
-        for signal in done.signals:  # signals this event could not apply with their result
-            await signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
-        for host, port, value in done.pending:  # byIP: routed once the host is resolved
-            event.message.incref()  # acked by _route_when_resolved once the message is on its way
-            asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
+        await _follow_up(handle(event.value, event.message.partition, time.time()), event)
+
+
+async def apply_here(result: StatusMessage, event) -> bool:
+    """Apply a fetch's own ``result`` in this worker, in ``event``'s context; False: send it to the status topic.
+
+    ``event``: the hand-out's own (a fetch message, or the status message
+    whose result started it here), held by the fetch's task: its partition
+    is the host's, whose tables this worker owns until a rebalance, and the
+    rebalance waits for its acknowledgement. False while the worker stops or
+    rebalances or its group membership is not confirmed: the next owner reads
+    the status topic, and no chain of hand-outs goes on while Faust waits for
+    acknowledgements. False under byIP and with ``frontier.result.inprocess`` off.
+    """
+    lease = getattr(getattr(app, "_consumer", None), "lease", None)  # squall's consumer: its GroupLease
+    if not fetch_runtime().settings.frontier_result_inprocess or config().by_ip:
+        return False
+    if app.should_stop or app.rebalancing:
+        return False
+    if lease is not None and not lease.holds():
+        return False
+    value = result.to_bytes()  # what a failure dead-letters
+    await _follow_up(handle_decoded(result, value, event.message.partition, time.time()), event)
+    return True
+
+
+async def _follow_up(done: Handled, event) -> None:
+    """Send what applying ``event``'s message left to send: reroutes, dead letters, hand-outs, signals."""
+    for key, partition, value in done.reroutes:
+        await status_topic.send(key=key, value=value, partition=partition)
+    for value, exc in done.dead:
+        await deadletter(value, exc)
+    for msg in done.handouts:  # the next URLs of hosts whose result freed a place (agents.queues)
+        if not await fetch_runtime().start_here(msg, event):  # frontier.handout.inprocess
+            await fetch_topic.send(key=msg.key.encode(), value=msg.to_bytes())
+    for signal in done.signals:  # signals this event could not apply with their result
+        await signals_topic.send(key=signal.key.encode(), value=signal.to_bytes())
+    for host, port, value in done.pending:  # byIP: routed once the host is resolved
+        event.message.incref()  # acked by _route_when_resolved once the message is on its way
+        asyncio.get_running_loop().create_task(_route_when_resolved(host, port, value, event))
 
 
 async def _route_when_resolved(host: str, port: int, value: bytes, event) -> None:
@@ -85,12 +113,18 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     is applied first, in the same event: each host record is written once
     (:class:`Writes`), then the URL records.
     """
-    done = Handled()
     try:
         msg = StatusMessage.from_bytes(value)
     except MessageError as exc:
+        done = Handled()
         done.dead.append((value, exc))
         return done
+    return handle_decoded(msg, value, partition, now_s)
+
+
+def handle_decoded(msg: StatusMessage, value: bytes, partition: int, now_s: float) -> Handled:
+    """:func:`handle` of a message decoded already (``value``: its bytes, for a dead letter or a reroute)."""
+    done = Handled()
     try:
         canon = _seed_canonical if msg.seed else config().canonical  # seeds are few: not memoized
         url = canon(msg.url)

@@ -240,6 +240,19 @@ class SettingsFields:
     #: made while the fetcher has fetcher.max.pending.urls out, go through the
     #: fetch topic. false = every hand-out through the fetch topic.
     frontier_handout_inprocess: bool = field(metadata={"key": "frontier.handout.inprocess"})
+    #: Apply a fetch's own result (its status, its signal and the page's outlinks
+    #: of its own partition) in the worker that fetched it, in the event of its
+    #: hand-out, instead of sending it to the status topic for this same worker's
+    #: status updater: one Kafka record fewer a page, produced and consumed.
+    #: While the worker stops or rebalances, while its group membership is not
+    #: confirmed, under byIP, and with false, results go through the status topic.
+    frontier_result_inprocess: bool = field(metadata={"key": "frontier.result.inprocess"})
+    #: The next URL a result applied in process frees starts here too, holding the
+    #: acknowledgement of the message its chain of hand-outs began with (s): once
+    #: that message is this old, the next hand-out goes through the fetch topic, so
+    #: the partition's committed offset moves on (a crash re-reads at most this
+    #: much of it; what it re-reads is skipped as stale or applied again).
+    frontier_handout_inprocess_hold_secs: float = field(metadata={"key": "frontier.handout.inprocess.hold.secs"})
     #: A handed-out URL with no result after this long (s) is handed out again.
     frontier_inflight_timeout_secs: float = field(metadata={"key": "frontier.inflight.timeout.secs"})
     #: After taking over a partition (restart or rebalance), hand-outs of an earlier

@@ -116,6 +116,7 @@ POSITIVE = (
     "render.timeout",
     "render.idle.secs",
     "frontier.tick.resend.secs",
+    "frontier.handout.inprocess.hold.secs",
     "fetcher.queue.full.retry.secs",
     "metrics.scan.cache.secs",
     "http.header.limit",

@@ -29,7 +29,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -44,7 +44,7 @@ from squall.policy.fetch_queues import FetchQueues, wake_after_s
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceState, after_fetch, delay_in_force, on_takeover, stricter
 from squall.policy.partition import PartitionMode, partition_for_key, partition_key
-from squall.policy.records import FetchMessage, SignalMessage
+from squall.policy.records import FetchMessage, SignalMessage, StatusMessage
 from squall.policy.urls import NormalizerConfig
 from squall.settings import Settings
 from squall.worker.fetch_archive import archive_fetch
@@ -141,6 +141,7 @@ class FetcherRuntime:
         self.wakeup = asyncio.Event()
         self.pending = asyncio.Semaphore(settings.fetcher_max_pending_urls)
         self.run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]] | None = None  # see start()
+        self.apply_here: Callable[[StatusMessage, Any], Awaitable[bool]] | None = None  # the status updater's
         self.operator = OperatorState(self.config.pace, self.partitions)  # crawl.pause, crawl.delay
 
     async def start(self, run_here: Callable[[FetchMessage, Any], Coroutine[Any, Any, None]]) -> None:
@@ -155,16 +156,19 @@ class FetcherRuntime:
             asyncio.get_running_loop().create_task(self._dispatch())
 
     async def start_here(self, msg: FetchMessage, event: Any) -> bool:
-        """Start ``msg``, handed out by this worker's status updater in ``event``, here; False: use the fetch topic.
+        """Start ``msg``, handed out by this worker in ``event`` (a status or a fetch), here; False: use the fetch topic.
 
-        The task runs in ``event``'s context (robots and audit writes go to the
-        host's partition) and holds its ack until the fetch is reported: a
-        rebalance waits for it; after a crash the next owner hands the URL out
-        again (:func:`squall.policy.takeover.stranded`). False when
-        ``frontier.handout.inprocess`` is off, under byIP, before the fetcher
-        agent started, or with ``fetcher.max.pending.urls`` out.
+        The task runs in ``event``'s context (writes go to the host's partition) and holds its ack until
+        the fetch is reported: a rebalance waits for it; after a crash the next owner hands the URL out
+        again (:func:`squall.policy.takeover.stranded`). False when ``frontier.handout.inprocess`` is off,
+        under byIP, before the fetcher agent started, with ``fetcher.max.pending.urls`` out, or once ``event``
+        is ``frontier.handout.inprocess.hold.secs`` old (Kafka's record timestamp: a chain of results
+        applied in process holds its first message, whose offset must move on).
         """
-        if self.run_here is None or not self.settings.frontier_handout_inprocess or self.by_ip or self.pending.locked():
+        held_s = time.time() - event.message.timestamp
+        if held_s > self.settings.frontier_handout_inprocess_hold_secs or self.pending.locked() or self.by_ip:
+            return False
+        if self.run_here is None or not self.settings.frontier_handout_inprocess:
             return False
         await self.launch(msg, event)  # does not wait: not locked
         return True
@@ -217,9 +221,7 @@ class FetcherRuntime:
         if until_s := self.operator.hand_back_at(key, self.pace(key, time.time()), time.time(), self.config.lead_s):
             return HandBack(until_s)  # paused, or blocked by the operator: back to the frontier at once
         while not self.queues.add(key, granted, self.pace(key, time.time()).ready_at_s):  # noqa: ASYNC110
-            await asyncio.sleep(
-                self.settings.fetcher_queue_full_retry_secs
-            )  # queue at fetcher.max.queue.size: hold the item
+            await asyncio.sleep(self.settings.fetcher_queue_full_retry_secs)  # at fetcher.max.queue.size: hold it
         self.wakeup.set()
         hand_back = await granted
         return Turn(key, self) if hand_back is None else hand_back
@@ -244,15 +246,14 @@ class FetcherRuntime:
         """The queue regulator applied ``signal`` of another worker's fetch; ``record``: the host's durable record now.
 
         Such a signal — an earlier owner's last request, answered after this
-        worker took the queue over — reaches the hosts table after
-        :meth:`pace` read it; without this its Retry-After or delay would be
-        unknown here (e.g. a ``Retry-After: 2`` answered to a cut-off worker,
-        which this one would otherwise not wait for). Merged
-        with :func:`squall.policy.pace.stricter`; the queue is re-timed, and a
-        long block hands its waiting URLs back. Signals of this worker's own
-        fetches change nothing: its pace is ahead of the record (a lagging
-        record would bring back a back-off that a later success ended). A
-        queue with no pace here yet reads the record when it starts.
+        worker took the queue over — reaches the hosts table after :meth:`pace`
+        read it; without this its Retry-After or delay would be unknown here
+        (e.g. a ``Retry-After: 2`` answered to a cut-off worker). Merged with
+        :func:`squall.policy.pace.stricter`; the queue is re-timed, and a long
+        block hands its waiting URLs back. Signals of this worker's own fetches
+        change nothing: its pace is ahead of the record (a lagging record would
+        bring back a back-off a later success ended). A queue with no pace here
+        yet reads the record when it starts.
         """
         if signal.handed_out_at_s is None or self.copies.received(signal.url, signal.handed_out_at_s):
             return
@@ -416,9 +417,8 @@ class FetcherRuntime:
         """Write one fetch to the WARC file: :func:`squall.worker.fetch_archive.archive_fetch` (None: not archiving)."""
         if self.warc is None:
             return None
-        return await archive_fetch(
-            self.warc, msg, result, self.settings.warc_inline_max_bytes, self.settings.warc_revisits
-        )
+        settings = self.settings
+        return await archive_fetch(self.warc, msg, result, settings.warc_inline_max_bytes, settings.warc_revisits)
 
     async def token(self, key: str) -> None:
         """Wait for a token of the queue's bucket (``fetcher.server.rate``; 0 = off)."""

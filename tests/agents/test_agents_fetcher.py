@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -68,15 +69,10 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
     elsewhere = next(f"h{i}.example" for i in range(100) if partition_for_key(f"h{i}.example", PARTITIONS) != P)
     same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
     other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
-    task = asyncio.ensure_future(
-        fetcher._send(
-            _fresh_runtime(monkeypatch),
-            msg,
-            [own, same, other],
-            FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0),
-            PaceState(),
-        )
-    )
+    rt = _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(rt, "settings", dataclasses.replace(rt.settings, frontier_result_inprocess=False))
+    ended = FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0)
+    task = asyncio.ensure_future(fetcher._send(rt, msg, [own, same, other], ended, PaceState(), None))
     await asyncio.sleep(0.05)
     assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
     delivered.set_result(None)

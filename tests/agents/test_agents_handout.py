@@ -1,4 +1,4 @@
-"""The status updater's hand-outs started in the worker's own fetcher (``frontier.handout.inprocess``), as agents."""
+"""In process, as agents: the hand-outs a result frees and the results applied where they were fetched."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import asyncio
 import dataclasses
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 from faust.types.tuples import Message
 
 import topology
+from agents import status_updater as su
 from agents import worker_state as agent_runtime
 from agents.status_updater import status_updater
 from squall.policy.frontier import HostRecord
-from squall.policy.records import FetchMessage, SignalKind, SignalMessage
+from squall.policy.reasons import Status
+from squall.policy.records import FetchMessage, SignalKind, SignalMessage, StatusMessage
 from squall.policy.schedule import UrlRecord
 
 from .agent_helper import HOST, P, Sent, _fresh_runtime
@@ -39,7 +42,7 @@ def _freeing_result(now: float) -> tuple[bytes, str]:
     return json.dumps(result).encode(), nxt
 
 
-@pytest.mark.parametrize("case", ["in process", "setting off", "pending full", "fetcher not started"])
+@pytest.mark.parametrize("case", ["in process", "setting off", "pending full", "fetcher not started", "held too long"])
 async def test_the_next_url_a_result_freed_starts_in_this_workers_fetcher_holding_the_results_ack(
     sent: Sent, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
@@ -58,8 +61,9 @@ async def test_the_next_url_a_result_freed_starts_in_this_workers_fetcher_holdin
     if case == "pending full":
         rt.pending = asyncio.Semaphore(0)
     value, nxt = _freeing_result(time.time())
+    produced_at = time.time() - (rt.settings.frontier_handout_inprocess_hold_secs + 1 if case == "held too long" else 0)
     async with status_updater.test_context() as agent:
-        await agent.put(key=HOST.encode(), value=value, partition=P)
+        await agent.put(key=HOST.encode(), value=value, partition=P, timestamp=produced_at)
         await asyncio.sleep(0)  # the task starts
     assert set(HostRecord.from_dict(topology.hosts_table[HOST.encode()]).in_flight) == {nxt}  # recorded either way
     if case != "in process":
@@ -68,3 +72,63 @@ async def test_the_next_url_a_result_freed_starts_in_this_workers_fetcher_holdin
     assert sent.of(topology.fetch_topic) == []  # no round trip through the fetch topic
     assert [(m.key, m.url) for m in started] == [(HOST, nxt)] and held == [1]
     assert rt.pending._value == rt.settings.fetcher_max_pending_urls - 1  # counted like a fetch message
+
+
+@pytest.mark.parametrize("case", ["in process", "rebalancing", "membership not confirmed"])
+async def test_a_result_applied_in_process_hands_the_hosts_next_url_out_here_on_the_same_held_ack(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The fetched URL's result is applied in its hand-out's event, not sent: no status record, no fetch record."""
+    rt = _fresh_runtime(monkeypatch)
+    started: list[str] = []
+    applied: list[bool] = []
+    held: list[int] = []
+    incref = Message.incref
+    monkeypatch.setattr(Message, "incref", lambda message, n=1: (held.append(n), incref(message, n))[1])
+    now = time.time()
+    value, nxt = _freeing_result(now)
+    third, fourth = "https://example.com/5", "https://example.com/7"  # the result of example.com/1 frees two places
+    for url in (third, fourth):
+        topology.urls_table.data[url.encode()] = UrlRecord(url=url, key=HOST, next_fetch_at_s=now - 4).to_dict()
+        agent_runtime.state().indexes[P].push(HOST, url, now - 4)
+
+    async def run_here(msg: FetchMessage, event) -> None:  # the fetcher's task: the fetch of nxt ends at once
+        started.append(msg.url)
+        if msg.url == nxt:
+            signal = SignalMessage(
+                key=HOST,
+                url=nxt,
+                fetch_id="f2",
+                kind=SignalKind.SUCCESS,
+                at_s=time.time(),
+                delay_s=0.0,
+                handed_out_at_s=msg.handed_out_at_s,
+            )
+            own = StatusMessage(url=nxt, status=Status.FETCHED, fetched_at_s=time.time(), http_status=200)
+            applied.append(await su.apply_here(dataclasses.replace(own, signal=signal), event))
+
+    rt.run_here = run_here
+    monkeypatch.setattr(topology.app, "rebalancing", case == "rebalancing")
+    if case == "membership not confirmed":  # squall's consumer's GroupLease: the fence is closed
+        monkeypatch.setattr(topology.app.consumer, "lease", SimpleNamespace(holds=lambda: False), raising=False)
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=value, partition=P)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the tasks start
+    record = UrlRecord.from_dict(topology.urls_table[nxt.encode()])
+    assert sent.of(topology.status_topic) == [] and sent.of(topology.fetch_topic) == []
+    if case != "in process":  # the next owner reads the status topic: the fetcher sends it there
+        assert applied == [False] and started == [nxt, third] and record.status != Status.FETCHED
+        return
+    assert applied == [True] and record.status == Status.FETCHED
+    assert started == [nxt, third, fourth] and held == [1, 1, 1]  # the result's event held again for the next
+
+
+async def test_a_stopping_worker_sends_its_results_to_the_status_topic(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust waits for the streams' acknowledgements when it stops: no result is applied, no chain goes on."""
+    _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(type(topology.app), "should_stop", property(lambda _app: True))
+    result = StatusMessage(url="https://example.com/1", status=Status.FETCHED, fetched_at_s=time.time())
+    assert await su.apply_here(result, None) is False

@@ -173,6 +173,8 @@ def forced(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> It
         "frontier.max.urls.per.bucket": 1,
         "metadata.persist": ["parse.*", "robots.crawl.delay"],
         "partition.url.mode": "byHost",
+        # results (and the signals they carry) through the status topic, where the redelivery test reads them
+        "frontier.result.inprocess": False,
     }
 
     def finished(served: ServedSite, records: dict[str, dict[str, Any]]) -> bool:
