@@ -2,7 +2,7 @@
 
 The agent loop decodes and starts one task per handed-out URL. The event's
 ack is held (one extra reference on the Kafka message) until the task has
-sent the URL's results and signal: a crash re-delivers it, at-least-once
+sent (or applied) the URL's results and signal: a crash re-delivers it, at-least-once
 (Faust's ``stream.noack()`` would disable offset tracking for the whole topic).
 
 Each task waits for its turn in the fetch queues (:mod:`squall.policy.fetch_queues`,

@@ -229,6 +229,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="py-spy record the first squall worker into FILE (collapsed stacks; py-spy comes with make venv)",
     )
+    p.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: sample only the thread holding the GIL (py-spy --gil), so waits for the lock are not counted",
+    )
     p.add_argument("--keep", action="store_true", help="keep the work directory (worker logs, configs)")
     args = p.parse_args(argv)
     if args.hosts < 1 or args.hosts > 250 * 250 or args.pages < 1 or args.delay <= 0 or args.workers < 1:

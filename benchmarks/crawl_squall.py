@@ -88,7 +88,7 @@ def run_squall(
         pids = [crawl.workers[n].pid for n in names]
         offsets = OffsetSampler(conn, f"{crawl.topology_id}-")
         sampler = CpuSampler(pids)
-        spy = _start_profile(args.profile, pids[0])
+        spy = _start_profile(args.profile, pids[0], args.profile_gil)
         t0 = time.time()
         crawl.seed([served.server.base_url(ip) + "/" for ip in ips])
         crawl.wait_idle(timeout_s=timeout)
@@ -113,13 +113,25 @@ def run_squall(
     return row_of(squall_label(args.workers, warc, documents), m, available, cpu, rss, wall, run, records)
 
 
-def _start_profile(path: str | None, pid: int) -> subprocess.Popen[bytes] | None:
-    """``py-spy record`` of the first worker into ``path`` (collapsed stacks), or None without --profile."""
+def _start_profile(path: str | None, pid: int, gil: bool = False) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` of the first worker into ``path`` (collapsed stacks; ``gil``: only the GIL's holder), or None."""
     if not path:
         return None
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--output", path],
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            "200",
+            *(["--gil"] if gil else []),
+            "--output",
+            path,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -24,8 +24,8 @@ the same worker: docs/architecture.md invariant 1):
 The parse step is an in-process hand-off inside the fetcher (no parse
 topic): a page body never travels through Kafka (pages can exceed the
 broker's message size), and the fetch event is acknowledged only after the
-parse results and the status are sent, so at-least-once delivery still
-covers fetch + parse as one step.
+parse results are sent and the status is sent or applied, so at-least-once
+delivery still covers fetch + parse as one step.
 
 Tables (RocksDB via rocksdict, recovered from compacted changelogs):
 
