@@ -103,8 +103,8 @@ async def _send(
     skipped as stale (:meth:`FetcherRuntime.stale`); were it on the broker before the
     outlinks of other partitions and a redirect's target (a SIGKILL between
     their produce batches), those would be lost. A delivery error raises:
-    the fetch message stays unacknowledged and is re-delivered. The result is
-    applied here when it can be (``rt.apply_here``: the status updater's).
+    the task reports a transient failure through the topic. The result is
+    applied here when it can be (``rt.apply_here``; not with ``event`` None).
     """
     observe_result(statuses[0])
     own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
@@ -120,7 +120,7 @@ async def _send(
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
         return
     result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
-    if rt.apply_here is None or not await rt.apply_here(result, event):
+    if event is None or rt.apply_here is None or not await rt.apply_here(result, event):
         await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
 
 
@@ -129,7 +129,7 @@ async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: s
     try:
         status, event_ended = fd.failed_unexpectedly(msg, time.time())
         pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.operator.pace_config(msg.key))
-        await _send(rt, msg, [status], event_ended, pace, event)
+        await _send(rt, msg, [status], event_ended, pace, None)  # through the topic: never applied twice here
         event.ack()
         rt.copies.finished(fid, time.time())
     except Exception:  # un-acked: re-delivered to the partition's next owner

@@ -67,12 +67,13 @@ async def apply_here(result: StatusMessage, event) -> bool:
     lease = getattr(getattr(app, "_consumer", None), "lease", None)  # squall's consumer: its GroupLease
     if not fetch_runtime().settings.frontier_result_inprocess or config().by_ip:
         return False
-    if app.should_stop or app.rebalancing:
+    if app.should_stop or app.rebalancing or (lease is not None and not lease.holds()):
         return False
-    if lease is not None and not lease.holds():
-        return False
-    value = result.to_bytes()  # what a failure dead-letters
-    await _follow_up(handle_decoded(result, value, event.message.partition, time.time()), event)
+    done = handle_decoded(result, result.to_bytes(), event.message.partition, time.time())
+    try:
+        await _follow_up(done, event)
+    except Exception:  # applied: never reported again; a hand-out not started comes back by the take-over watch
+        log.exception("squall: sending what the result of %s left to send failed", result.url)
     return True
 
 

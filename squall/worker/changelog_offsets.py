@@ -9,14 +9,15 @@ table writes themselves.
 
 An offset written later only makes recovery replay more of the changelog:
 each record holds a key's whole value (or its deletion), so replaying
-records the store already has, in order, ends in the same state. So
-:class:`OffsetPersister` writes a partition's offset when its last write is
-``every_s`` old and keeps the newest one otherwise; :meth:`OffsetPersister.flush`
-writes what is kept (at every rebalance, before Faust closes the stores
-of revoked partitions, so a partition leaves with its newest offset). A
-crash or a stop loses only the offsets of records acknowledged less than
-``every_s`` after their partition's last written one: recovery replays those
-records again.
+records the store already has, in order, ends in the same state (a key the
+store holds ahead of the changelog — a write whose record a SIGKILL never
+let out — goes back to the changelog's value, as at the next owner). So
+:class:`OffsetPersister` writes a partition's offset at the first
+acknowledgement ``every_s`` or more after its last write and keeps the
+newest one otherwise; :meth:`OffsetPersister.flush` writes what is kept (at
+every rebalance, before Faust closes the stores of revoked partitions). A
+crash or a stop loses the kept offsets, those acknowledged since their
+partition's last write: recovery replays those records again.
 
 :class:`SquallTable` is Faust's table with it (``faust.App(Table=...)``).
 """
@@ -30,7 +31,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
-PERSIST_EVERY_S = 1.0  # the longest (s) a changelog partition's persisted offset waits behind its newest record
+PERSIST_EVERY_S = 1.0  # a changelog partition's persisted offset is written at most this often (s)
 
 
 class OffsetPersister:
@@ -44,11 +45,13 @@ class OffsetPersister:
         self.every_s = every_s
         self._written_at: dict[TP, float] = {}  # tp → when its offset was last written (s)
         self._kept: dict[TP, int] = {}  # tp → newest offset not written yet
+        self._newest: dict[TP, int] = {}  # tp → newest offset written or kept
 
     def sent(self, tp: TP, offset: int, now_s: float) -> None:
         """The broker acknowledged changelog record ``offset`` of ``tp``: write it now, or keep it for later."""
-        if offset < self._kept.get(tp, -1):
-            return  # acknowledgements of one partition come in order; never move an offset back
+        if offset <= self._newest.get(tp, -1):
+            return  # never write an offset back
+        self._newest[tp] = offset
         if now_s - self._written_at.get(tp, float("-inf")) >= self.every_s:
             self._write(tp, offset)
             self._written_at[tp] = now_s

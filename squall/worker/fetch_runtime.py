@@ -165,11 +165,10 @@ class FetcherRuntime:
         is ``frontier.handout.inprocess.hold.secs`` old (Kafka's record timestamp: a chain of results
         applied in process holds its first message, whose offset must move on).
         """
-        held_s = time.time() - event.message.timestamp
-        if held_s > self.settings.frontier_handout_inprocess_hold_secs or self.pending.locked() or self.by_ip:
+        if self.run_here is None or not self.settings.frontier_handout_inprocess or self.by_ip or self.pending.locked():
             return False
-        if self.run_here is None or not self.settings.frontier_handout_inprocess:
-            return False
+        if time.time() - (event.message.timestamp or 0.0) > self.settings.frontier_handout_inprocess_hold_secs:
+            return False  # (no timestamp, or the broker's -1: too old)
         await self.launch(msg, event)  # does not wait: not locked
         return True
 

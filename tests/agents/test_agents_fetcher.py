@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from typing import Any
@@ -42,8 +41,9 @@ async def test_the_fetcher_dead_letters_an_undecodable_hand_out_and_goes_on(
     assert sent.of(topology.fetch_topic) == [] and sent.of(topology.status_topic) == []
 
 
+@pytest.mark.parametrize("path", ["status topic", "in process"])
 async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker_has_the_outlinks(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     import asyncio
 
@@ -70,14 +70,21 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
     same = StatusMessage(url="https://example.com/a", more_urls=["https://example.com/b"], depth=1)
     other = StatusMessage(url=f"https://{elsewhere}/x", depth=1)
     rt = _fresh_runtime(monkeypatch)
-    monkeypatch.setattr(rt, "settings", dataclasses.replace(rt.settings, frontier_result_inprocess=False))
+
+    async def apply_here(result: StatusMessage, _event: Any) -> bool:  # the status updater's, applying it here
+        order.append(("applied", json.loads(result.to_bytes())))
+        return True
+
+    rt.apply_here = apply_here
     ended = FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0)
-    task = asyncio.ensure_future(fetcher._send(rt, msg, [own, same, other], ended, PaceState(), None))
+    event = object() if path == "in process" else None  # None: a report that goes through the topic
+    task = asyncio.ensure_future(fetcher._send(rt, msg, [own, same, other], ended, PaceState(), event))
     await asyncio.sleep(0.05)
     assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
     delivered.set_result(None)
     await task
-    assert [kind for kind, _ in order] == ["status", "status"]  # no signal of its own: it rides with the result
+    kinds = ["status", "applied" if path == "in process" else "status"]
+    assert [kind for kind, _ in order] == kinds  # no signal of its own: it rides with the result
     result = order[1][1]
     assert (result["url"], result["signal"]["fetch_id"], result["signal"]["handed_out_at_s"]) == (msg.url, "f", 10.0)
     assert result["discovered"] == {
