@@ -51,7 +51,6 @@ from squall.net.kafka_security import KafkaConnection
 from squall.policy.lease import heartbeat_interval_s
 from squall.policy.topics import topic_name
 from squall.settings import load_settings
-from squall.worker.changelog_offsets import SquallTable
 from squall.worker.faust_app import SquallApp, SquallWorker
 
 try:
@@ -69,7 +68,6 @@ app = SquallApp(
     broker="kafka://" + settings.kafka_bootstrap_servers,
     broker_credentials=_CREDENTIALS,
     store="rocksdb://",
-    Table=SquallTable,  # persisted changelog offsets written at most once a second (squall.worker.changelog_offsets)
     # the table directory is resolved and locked when the worker starts: SquallWorker
     Worker=SquallWorker,
     topic_partitions=_N,
