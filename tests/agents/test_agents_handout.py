@@ -80,6 +80,7 @@ async def test_a_result_applied_in_process_hands_the_hosts_next_url_out_here_on_
 ) -> None:
     """The fetched URL's result is applied in its hand-out's event, not sent: no status record, no fetch record."""
     rt = _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(rt, "settings", dataclasses.replace(rt.settings, frontier_result_inprocess=True))
     started: list[str] = []
     applied: list[bool] = []
     held: list[int] = []
