@@ -30,6 +30,7 @@ from squall.policy.sitemaps import SitemapConfig
 from squall.policy.urls import CanonicalCache, NormalizerConfig
 from squall.settings import Settings
 from squall.worker.fetch_runtime import FetcherRuntime
+from squall.worker.group_lease import GroupLease
 from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
@@ -187,6 +188,16 @@ async def deadletter(value: bytes | None, exc: Exception) -> None:
     await deadletter_topic.send(key=b"deadletter", value=json.dumps(body).encode())
 
 
+def group_lease() -> GroupLease | None:
+    """This worker's group membership lease (:class:`squall.worker.group_lease.GroupLease` of squall's consumer).
+
+    None before the worker started its consumer (Faust creates it on first
+    use of ``app.consumer``, which this never does) and with a consumer
+    that has none.
+    """
+    return getattr(getattr(app, "_consumer", None), "lease", None)
+
+
 def fetch_runtime() -> FetcherRuntime:
     """The worker's one :class:`squall.worker.fetch_runtime.FetcherRuntime`, created when its fetcher agent starts.
 
@@ -213,6 +224,6 @@ def new_fetch_runtime() -> FetcherRuntime:
         load_host=load_host,
         audit=audit_request,
         fenced_seconds=observed().metrics.fenced_seconds.inc,
-        lease=lambda: getattr(app.consumer, "lease", None),
+        lease=group_lease,
         robots=lambda audit: RobotsService(robots, settings.http_robots_cache_lru_size, before_request=audit),
     )

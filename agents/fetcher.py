@@ -35,12 +35,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 
 from agents import documents, parser
 from agents.addresses import host_port
 from agents.common import addresses, config, deadletter, fetch_runtime
-from agents.observe import observe_fetch, observe_result
+from agents.fetch_report import fail_transiently, send_report, superseded
+from agents.observe import observe_fetch
 from agents.render import render_step
 from agents.sitemaps import emit_robots_sitemaps
 from squall.errors import BlockedAddress, Fenced, FetchError, MessageError
@@ -49,11 +49,11 @@ from squall.policy import fetch_decision as fd
 from squall.policy.address_key import Connect, Move, fetch_route
 from squall.policy.outcome import Outcome, classify_failure, classify_http
 from squall.policy.pace import FetchEnded, PaceState, after_fetch
-from squall.policy.partition import is_ip_literal, partition_key
+from squall.policy.partition import is_ip_literal
 from squall.policy.reasons import Reason, Status
 from squall.policy.records import FetchMessage, SignalKind, StatusMessage
 from squall.worker.fetch_runtime import FetcherRuntime, HandBack, Turn
-from topology import app, fetch_topic, signals_topic, status_topic
+from topology import app, fetch_topic
 
 log = logging.getLogger("squall.fetcher")
 Reported = tuple[list[StatusMessage], FetchEnded, PaceState]  # what to report of a hand-out: statuses, end, pace
@@ -80,60 +80,14 @@ async def _run(rt: FetcherRuntime, msg: FetchMessage, event) -> None:
         reported = await _fetch(rt, msg, event)
         if reported is not None:
             statuses, event_ended, pace = reported
-            await _send(rt, msg, statuses, event_ended, pace, event)
+            await send_report(rt, msg, statuses, event_ended, pace, event)
         event.ack()
         rt.copies.finished(fid, time.time())
     except Exception:  # a bug must not kill the worker nor hold the host: fail the URL transiently
         log.exception("squall: fetch of %s failed unexpectedly", msg.url)
-        await _fail_transiently(rt, msg, event, fid)
+        await fail_transiently(rt, msg, event, fid)
     finally:
         rt.pending.release()
-
-
-async def _send(
-    rt: FetcherRuntime, msg: FetchMessage, statuses: list[StatusMessage], ended: FetchEnded, pace: PaceState, event
-) -> None:
-    """Send the URL's other statuses, wait until the broker has them, then apply or send its own result and signal.
-
-    The handed-out URL's own result carries the signal that frees the
-    hand-out and the page's outlinks of its own partition (one message: the
-    status updater applies them in one event, with one write of each host
-    record). The order matters across a crash: a signal applied frees the
-    hand-out in the hosts table, and a re-delivered copy of it is then
-    skipped as stale (:meth:`FetcherRuntime.stale`); were it on the broker before the
-    outlinks of other partitions and a redirect's target (a SIGKILL between
-    their produce batches), those would be lost. A delivery error raises:
-    the task reports a transient failure through the topic. The result is
-    applied here when it can be (``rt.apply_here``; not with ``event`` None).
-    """
-    observe_result(statuses[0])
-    own = next((i for i, s in enumerate(statuses) if s.url == msg.url and s.fetched_at_s is not None), None)
-    batch = None if own is None or rt.by_ip else fd.same_partition_batch(statuses, own, msg.key, rt.mode, rt.partitions)
-    pending = []
-    for i, status in enumerate(statuses):
-        if i != own and i != batch:
-            key = msg.key if status.url == msg.url else partition_key(status.url, rt.mode)  # its own: the queue's key
-            pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
-    await asyncio.gather(*pending)
-    signal = fd.signal(msg, ended, pace)
-    if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
-        await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
-        return
-    result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
-    if event is None or rt.apply_here is None or not await rt.apply_here(result, event):
-        await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
-
-
-async def _fail_transiently(rt: FetcherRuntime, msg: FetchMessage, event, fid: str) -> None:
-    """FETCH_ERROR (retried later) and a signal that frees the host, then ack; never raises."""
-    try:
-        status, event_ended = fd.failed_unexpectedly(msg, time.time())
-        pace = after_fetch(rt.pace(msg.key, event_ended.at_s), event_ended, rt.operator.pace_config(msg.key))
-        await _send(rt, msg, [status], event_ended, pace, None)  # through the topic: never applied twice here
-        event.ack()
-        rt.copies.finished(fid, time.time())
-    except Exception:  # un-acked: re-delivered to the partition's next owner
-        log.exception("squall: could not report the failure of %s", msg.url)
 
 
 async def _fetch(rt: FetcherRuntime, msg: FetchMessage, event) -> Reported | None:
@@ -147,7 +101,7 @@ async def _fetch(rt: FetcherRuntime, msg: FetchMessage, event) -> Reported | Non
         return [status], event_ended, rt.pace(msg.key, event_ended.at_s)
     address = None
     if rt.by_ip:
-        if rt.stale(msg):  # a late copy must not move nor fail a URL whose result was applied
+        if superseded(rt, msg):  # a late copy must not move nor fail a URL whose result was applied
             return None
         routed = await _address_route(rt, msg)
         if not isinstance(routed, Connect):
@@ -166,7 +120,7 @@ async def _turns(rt: FetcherRuntime, msg: FetchMessage, origin: str, address: st
             pace = after_fetch(rt.pace(msg.key, now), event_ended, rt.operator.pace_config(msg.key))
             return [status], event_ended, pace
         try:
-            if rt.stale(msg):  # checked after the turn: a copy that waited sees the first copy's result
+            if superseded(rt, msg):  # checked after the turn: a copy that waited sees the first copy's result
                 turn.end(fd.ended(msg, SignalKind.OTHER, now, requested=False))
                 return None
             known = rt.robots.cached(origin)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from agents.common import config, fetch_runtime, stored, tables
+from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
 from agents.worker_state import state
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
@@ -123,3 +123,44 @@ def url_record(url: str) -> UrlRecord | None:
     """The stored record of ``url`` (the urls table), or None."""
     raw = stored(tables().urls, url.encode())
     return None if raw is None else UrlRecord.from_dict(raw)
+
+
+def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) -> bool:
+    """Whether ``url``'s hand-out at ``handed_out_at_s`` (Unix s), made before this worker took its partition, has its result stored.
+
+    A SIGKILL can leave this worker's local store with a result applied here
+    (``frontier.result.inprocess``) and, after Faust recovered the store by
+    replaying the changelog from the last offset it had noted, an older host
+    record that lists the URL in flight again; or with writes that never
+    reached the changelog. Such a hand-out is settled: its URL record is
+    stored again (only a write reaches the changelog), the host record stops
+    listing it in flight, and the URL is not fetched again. A hand-out this
+    worker made since it took the partition is never looked at (no read).
+    ``now_s`` (Unix s): the time the host's next eligible time is set for.
+    """
+    since = state().assigned_at.get(partition_for_key(key, settings.topology_partitions))
+    if since is None or handed_out_at_s >= since:
+        return False
+    record = url_record(url)
+    if record is None or not record.reported_since(handed_out_at_s):
+        return False
+    store_again(record, handed_out_at_s)
+    host = load_host(key)
+    index = state().index_for_key(key)
+    if host.in_flight.get(url) == handed_out_at_s:
+        host = host.without_handouts([url])
+        save_host(host)
+        if index is not None:  # a place is free again
+            index.set_host_ready(key, eligible_at_s(host, now_s, config().handout))
+    return True
+
+
+def store_again(record: UrlRecord, handed_out_at_s: float) -> None:
+    """Write ``record``, which holds a result of its hand-out at ``handed_out_at_s`` (Unix s), again as it is.
+
+    After a SIGKILL the local store can hold a write whose changelog record
+    was never produced; only a write reaches the changelog (Faust sends one
+    per table write). Inside an event of the URL's partition.
+    """
+    tables().urls[record.url.encode()] = record.to_dict()
+    log.info("squall: %s has a result of its hand-out at %.3f already: stored again", record.url, handed_out_at_s)

@@ -136,10 +136,21 @@ def release_lost(partition: int, now_s: float) -> None:
 
 
 def _put_back(index: DueIndex, host: HostRecord, urls: list[str], now_s: float) -> None:
-    """Take ``urls`` out of ``host``'s in-flight list (saved) and put them back into the due ``index``."""
+    """Take ``urls`` out of ``host``'s in-flight list (saved) and put them back into the due ``index``.
+
+    A URL whose record holds a result of that hand-out already
+    (:meth:`squall.policy.schedule.UrlRecord.reported_since`: applied in this
+    worker's local store before a SIGKILL, while the host record recovered
+    from the changelog lists it in flight) is stored again, so the result
+    reaches the changelog, and indexed at the time that result set.
+    """
+    handed_out = {u: host.in_flight.get(u) for u in urls}
     host = host.without_handouts(urls)
     save_host(host)
     for r in (queues.url_record(u) for u in urls):
+        at_s = None if r is None else handed_out[r.url]
+        if r is not None and at_s is not None and r.reported_since(at_s):
+            queues.store_again(r, at_s)
         if r is not None and r.next_fetch_at_s is not None:
             index.push(host.key, r.url, r.next_fetch_at_s, r.priority)
     index.set_host_ready(host.key, eligible_at_s(host, now_s, config().handout))

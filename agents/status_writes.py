@@ -18,7 +18,7 @@ from squall.policy.schedule import UrlRecord
 
 @dataclass
 class Handled:
-    """What :func:`agents.status_updater.handle` leaves to the agent: messages to send on and messages to dead-letter.
+    """What :func:`agents.status_apply.handle` leaves to the agent: messages to send on and messages to dead-letter.
 
     ``reroutes``: (key bytes, partition, message bytes) for URLs owned by
     another partition; ``dead``: (message bytes, the error) to dead-letter;

@@ -15,7 +15,7 @@ from typing import Any
 
 from faust.types import TP
 
-from agents.common import config, tables
+from agents.common import config, group_lease, tables
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import eligible_at_s
@@ -186,7 +186,7 @@ class WorkerState:
         consumer reads nothing and its view of the end offset is old).
         """
         consumer = getattr(app, "_consumer", None)  # None until the worker started its consumer
-        lease = getattr(consumer, "lease", None)  # squall.worker.group_lease.GroupLease of squall's consumer
+        lease = group_lease()
         if consumer is None or (lease is not None and not lease.holds()):
             return False
         tp = TP(fetch_topic.get_topic_name(), partition)

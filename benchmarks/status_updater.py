@@ -6,7 +6,7 @@ tables do on each get and set (the RocksDB store and the changelog send are
 not counted). The same code as the worker runs otherwise:
 ``agents.parser.parse`` on each page (a :class:`squall.net.http.FetchResult`),
 ``StatusMessage.to_bytes`` of every message the fetcher would send, and the
-status updater's handling of each message (``agents.status_updater.handle``:
+status updater's handling of each message (``agents.status_apply.handle``:
 decode, canonicalize, partition check, scope and trap checks, dedup, host and
 URL records, due index).
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     import topology  # declares the app
     from tests.unit.test_status_updater import JsonTable  # a dict that stores JSON, as Faust tables do
     import agents.common as common
-    import agents.status_updater as su
+    import agents.status_apply as su
     from agents import parser
     from agents.worker_state import state
     from squall.policy.due_index import DueIndex

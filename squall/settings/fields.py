@@ -246,10 +246,8 @@ class SettingsFields:
     #: status updater: one Kafka record fewer a page, produced and consumed.
     #: While the worker stops or rebalances, while its group membership is not
     #: confirmed, under byIP, and with false, results go through the status topic.
-    #: Off by default: a worker SIGKILLed while applying a result keeps a partial
-    #: write in its local store (a URL record ahead of its host record, neither on
-    #: the changelog), and after a restart on the same datadir that URL can stay
-    #: unfinished (docs/faults.md).
+    #: After a SIGKILL, a result applied here that the changelog lacks is written
+    #: again when the restarted worker meets its hand-out (docs/faults.md).
     frontier_result_inprocess: bool = field(metadata={"key": "frontier.result.inprocess"})
     #: The next URL a result applied in process frees starts here too, holding the
     #: acknowledgement of the message its chain of hand-outs began with (s): once

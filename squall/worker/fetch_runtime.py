@@ -173,8 +173,9 @@ class FetcherRuntime:
         return True
 
     async def launch(self, msg: FetchMessage, event: Any) -> None:
-        """Run ``run_here`` (see :meth:`start`) on ``msg`` once a ``fetcher.max.pending.urls`` slot is free; it acks ``event``."""
-        assert self.run_here is not None, "FetcherRuntime.launch before start"
+        """Run ``run_here`` on ``msg`` once a ``fetcher.max.pending.urls`` slot is free (it acks ``event``); RuntimeError before :meth:`start`."""
+        if self.run_here is None:
+            raise RuntimeError("FetcherRuntime.launch before start()")
         await self.pending.acquire()
         event.message.incref()
         asyncio.get_running_loop().create_task(self.run_here(msg, event))

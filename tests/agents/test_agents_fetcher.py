@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import topology
+from agents import fetch_report
 from agents.common import new_fetch_runtime
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded
@@ -47,7 +48,6 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
 ) -> None:
     import asyncio
 
-    from agents import fetcher
     from squall.policy.pace import FetchEnded, PaceState
     from squall.policy.reasons import Status
     from squall.policy.records import StatusMessage
@@ -78,7 +78,7 @@ async def test_the_fetcher_sends_its_result_with_the_signal_only_once_the_broker
     rt.apply_here = apply_here
     ended = FetchEnded(fetch_id="f", kind=SignalKind.OTHER, at_s=11.0)
     event = object() if path == "in process" else None  # None: a report that goes through the topic
-    task = asyncio.ensure_future(fetcher._send(rt, msg, [own, same, other], ended, PaceState(), event))
+    task = asyncio.ensure_future(fetch_report.send_report(rt, msg, [own, same, other], ended, PaceState(), event))
     await asyncio.sleep(0.05)
     assert [v["url"] for _, v in order] == [other.url]  # a SIGKILL now loses the result, never the other links
     delivered.set_result(None)

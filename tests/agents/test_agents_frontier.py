@@ -322,7 +322,7 @@ async def test_a_result_applied_already_is_written_again_so_its_changelog_catche
 ) -> None:
     # After a SIGKILL the local RocksDB store can hold a result whose changelog record was never
     # produced; the re-delivered result changes nothing, but writing it again reaches the changelog.
-    from agents import status_updater as su
+    from agents import status_apply as su
 
     now = time.time()
     url = "https://example.com/1"

@@ -11,22 +11,20 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-
 from dataclasses import replace
 
 import pytest
 
 import topology
 from agents.addresses import AddressService
-from agents import status_updater as su
 from agents.common import config, new_fetch_runtime
 from agents.status_updater import status_updater
 from squall.errors import FetchError
 from squall.policy.address_key import AddressCache, AddressConfig, Resolution
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key
-from squall.policy.records import FetchMessage
 from squall.policy.reasons import Reason
+from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord
 
 from .agent_helper import PARTITIONS, Sent

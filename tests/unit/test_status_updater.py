@@ -1,4 +1,4 @@
-"""agents.status_updater.handle without a broker: the tables replaced by JSON-encoding dicts (as Faust stores them).
+"""agents.status_apply.handle without a broker: the tables replaced by JSON-encoding dicts (as Faust stores them).
 
 The agent loop itself (decode, route, dead-letter through test_context()) is in tests/agents.
 """
@@ -12,7 +12,7 @@ import pytest
 
 import topology  # declares the app
 import agents.common as common
-import agents.status_updater as su
+import agents.status_apply as su
 from agents.observe import observed
 from agents.worker_state import WorkerState, state
 from squall.policy.due_index import DueIndex
