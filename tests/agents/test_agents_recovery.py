@@ -22,6 +22,7 @@ from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Status
 from squall.policy.records import FetchMessage
 from squall.policy.schedule import UrlRecord
+from squall.worker.fetch_runtime import FetcherRuntime
 
 from .agent_helper import HOST, P, Sent, _fresh_runtime
 
@@ -42,8 +43,8 @@ class Written(dict):
         super().__setitem__(key, value)
 
 
-def _restarted(monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Written, float, float]:
-    """Tables as a restart left them: DONE and TODO in flight since before the take-over, DONE's result stored."""
+def _restarted(monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Written, float, float, FetcherRuntime]:
+    """Tables as a restart left them (DONE and TODO in flight since before the take-over, DONE's result stored)."""
     since, handed_out_at_s = now - 10, now - 15
     urls, hosts = Written(), Written()
     monkeypatch.setattr(topology.app, "squall_tables", Tables(urls=urls, hosts=hosts))
@@ -56,15 +57,14 @@ def _restarted(monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Written, fl
     urls.writes.clear()
     hosts.writes.clear()
     agent_runtime.state().assigned_at = {P: since}
-    return urls, since, handed_out_at_s
+    return urls, since, handed_out_at_s, _fresh_runtime(monkeypatch)
 
 
 def test_a_stranded_hand_out_whose_result_is_stored_is_written_again_and_not_put_back_as_due(
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = time.time()
-    urls, since, _at = _restarted(monkeypatch, now)
-    runtime = _fresh_runtime(monkeypatch)
+    urls, since, _at, runtime = _restarted(monkeypatch, now)
     monkeypatch.setattr(runtime.copies, "received", lambda url, at_s, since_s=None: False)
     monkeypatch.setattr(agent_runtime.state(), "results_in", lambda partition: True)
     agent_runtime.state().stranded = {P: {HOST: now - 1}}
@@ -73,17 +73,15 @@ def test_a_stranded_hand_out_whose_result_is_stored_is_written_again_and_not_put
     host = HostRecord.from_dict(topology.app.squall_tables.hosts[HOST.encode()])
     assert host.in_flight == {} and host.next_fetch_at_s >= since + 0.2  # both released, the take-over rule kept
     index = agent_runtime.state().indexes[P]
-    due = dict(index.pop_due(now + 86400, 10))[HOST]
-    assert sorted(due) == [DONE, TODO] and index.pop_due(now + 86400, 10) == []
-    assert dict(agent_runtime.state().indexes[P].pop_due(now, 10)) == {}  # DONE not due before tomorrow
+    assert index.take(HOST, now + 1, 10) == [TODO]  # DONE is not due again before tomorrow
+    assert index.take(HOST, now + 86400, 10) == [DONE]
 
 
 def test_a_copy_of_a_hand_out_whose_result_is_stored_is_settled_and_not_fetched(
     sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = time.time()
-    urls, _since, at = _restarted(monkeypatch, now)
-    runtime = _fresh_runtime(monkeypatch)
+    urls, _since, at, runtime = _restarted(monkeypatch, now)
     copy = FetchMessage(url=DONE, key=HOST, handed_out_at_s=at)
     assert superseded(runtime, copy)
     assert urls.writes == [DONE.encode()]
@@ -95,8 +93,7 @@ def test_a_copy_of_a_hand_out_whose_result_is_stored_is_settled_and_not_fetched(
 
 def test_a_hand_out_made_since_the_take_over_is_never_looked_up(sent: Sent, monkeypatch: pytest.MonkeyPatch) -> None:
     now = time.time()
-    urls, since, _at = _restarted(monkeypatch, now)
-    runtime = _fresh_runtime(monkeypatch)
+    urls, since, _at, runtime = _restarted(monkeypatch, now)
     read: list[bytes] = []
     get = urls.get
     monkeypatch.setattr(urls, "get", lambda key, default=None: (read.append(key), get(key, default))[1], raising=False)
