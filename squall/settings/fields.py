@@ -246,8 +246,10 @@ class SettingsFields:
     #: status updater: one Kafka record fewer a page, produced and consumed.
     #: While the worker stops or rebalances, while its group membership is not
     #: confirmed, under byIP, and with false, results go through the status topic.
-    #: After a SIGKILL, a result applied here that the changelog lacks is written
-    #: again when the restarted worker meets its hand-out (docs/faults.md).
+    #: With it on, a worker that did not stop cleanly (no squall.clean in its
+    #: datadir: SIGKILL, crash) rebuilds its tables from the changelogs at start:
+    #: its local stores may hold results applied here whose changelog records were
+    #: never produced (docs/faults.md, docs/operations.md).
     frontier_result_inprocess: bool = field(metadata={"key": "frontier.result.inprocess"})
     #: The next URL a result applied in process frees starts here too, holding the
     #: acknowledgement of the message its chain of hand-outs began with (s): once

@@ -19,6 +19,14 @@ moves between them would never be rebuilt from its changelog; the second one
 is refused at start by an exclusive ``fcntl`` lock on ``DIR/squall.lock``,
 held for the life of the process (the kernel drops it when the process dies,
 SIGKILL included, so a stale lock file never blocks a restart).
+
+A worker that stops cleanly leaves ``DIR/squall.clean`` behind
+(:func:`mark_clean`: its producer flushed every changelog record of its
+table writes first). One that did not (a SIGKILL, a crash) may have left
+table writes in its local RocksDB stores whose changelog records were never
+produced; :func:`drop_unclean_tables` removes those stores at the next
+start, so Faust rebuilds them from the changelogs, as Kafka Streams does
+for a state directory without a checkpoint under exactly-once.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
@@ -35,6 +44,7 @@ from squall.errors import DataDirError
 #: Faust's own default (faust.types._env): its CLI exports it as F_DATADIR when --datadir is not given.
 FAUST_DEFAULT_DATADIR = "{conf.name}-data"
 LOCK_NAME = "squall.lock"
+CLEAN_NAME = "squall.clean"
 
 
 def resolve_datadir(configured: str, environ: Mapping[str, str], cwd: Path) -> Path:
@@ -91,3 +101,31 @@ def open_datadir(
     """:func:`resolve_datadir` then :func:`lock_datadir`: the directory and its held lock."""
     path = resolve_datadir(configured, os.environ if environ is None else environ, Path.cwd() if cwd is None else cwd)
     return path, lock_datadir(path)
+
+
+def drop_unclean_tables(path: Path, tabledir: Path) -> bool:
+    """At start, with ``path`` locked: remove ``tabledir`` unless the last worker on ``path`` stopped cleanly.
+
+    Returns True when a non-empty ``tabledir`` was removed (the worker then
+    rebuilds every table partition it is given from its changelog). The
+    clean mark is consumed either way: this worker leaves its own when it
+    stops cleanly (:func:`mark_clean`).
+
+    Raises:
+        DataDirError: ``tabledir`` cannot be removed.
+    """
+    clean = path / CLEAN_NAME
+    was_clean = clean.exists()
+    clean.unlink(missing_ok=True)
+    if was_clean or not tabledir.is_dir() or not any(tabledir.iterdir()):
+        return False
+    try:
+        shutil.rmtree(tabledir)
+    except OSError as exc:
+        raise DataDirError(tabledir, f"cannot be removed after an unclean stop ({exc.strerror or exc})") from None
+    return True
+
+
+def mark_clean(path: Path) -> None:
+    """Note in ``path`` that this worker stopped cleanly (its tables' changelog records all produced)."""
+    (path / CLEAN_NAME).write_text(f"{os.getpid()}\n", encoding="ascii")

@@ -11,9 +11,11 @@ import asyncio
 import concurrent.futures
 import errno
 import importlib
+import logging
 import socket
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -26,12 +28,14 @@ import squall.worker.kafka_consumer
 from squall.errors import DataDirError, KafkaAccessError, KafkaSetupError
 from squall.net.kafka_security import KafkaConnection, check_access, translate
 from squall.settings import Settings
-from squall.worker.datadir import open_datadir
+from squall.worker.datadir import drop_unclean_tables, mark_clean, open_datadir
 from squall.worker.flow_control import FlowControl
 from squall.worker.log_filters import install_outage_filter
 from squall.worker.membership import group_instance_id
 from squall.worker.topic_setup import plan_of, prepare_topics
 from squall.worker.versions import check_hooked_versions
+
+log = logging.getLogger("squall.worker")
 
 
 class SquallWorker(faust.Worker):
@@ -67,6 +71,18 @@ class SquallWorker(faust.Worker):
             app.conf.consumer_group_instance_id = group_instance_id(  # type: ignore[assignment]  # None: dynamic
                 settings.kafka_group_instance_id, socket.gethostname(), path
             )
+        self.squall_datadir = path
+        if settings.frontier_result_inprocess:  # results applied in process heal only from the changelogs
+            try:
+                dropped = drop_unclean_tables(path, Path(app.conf.tabledir))
+            except DataDirError as exc:
+                raise SystemExit(f"squall: {exc}") from None
+            if dropped:
+                log.warning(
+                    "squall: the last worker on %s did not stop cleanly: its tables are rebuilt from their "
+                    "changelogs (frontier.result.inprocess)",
+                    path,
+                )
         if app.conf.web_enabled:
             check_web_port(app.conf.web_bind, app.conf.web_port)
         conn = KafkaConnection.from_settings(settings)
@@ -82,6 +98,12 @@ class SquallWorker(faust.Worker):
             settings.kafka_outage_log_interval_secs, settings.kafka_outage_quiet_secs
         )
         super().__init__(app, *args, **kwargs)
+
+    async def stop(self) -> None:
+        """Faust's stop (the producer flushed, the tables closed); then, unless it crashed, the datadir's clean mark."""
+        await super().stop()
+        if self.crash_reason is None:
+            mark_clean(self.squall_datadir)
 
     async def start(self) -> None:
         """Faust's start; an operation the broker refuses while starting (an ACL) ends it with one line.

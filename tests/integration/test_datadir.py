@@ -7,7 +7,7 @@ from pathlib import Path
 
 from squall.policy.topics import TABLES
 from squall.tools.site_spec import generated_site
-from squall.worker.datadir import LOCK_NAME
+from squall.worker.datadir import CLEAN_NAME, LOCK_NAME
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 
@@ -49,3 +49,27 @@ def test_a_worker_without_datadir_uses_topology_data_dir_relative_to_its_working
         time.sleep(0.5)
     assert lock.exists(), (c.workdir / "worker-plain.log").read_text()[-2000:]
     assert proc.poll() is None
+
+
+def test_a_clean_stop_keeps_the_tables_and_a_sigkill_has_them_rebuilt_from_the_changelogs(site, crawl):
+    # frontier.result.inprocess (on by default): a result applied in process may sit in the local store only
+    served = site(generated_site(HOSTS, 3))
+    c = crawl(**{"fetcher.server.delay": 0.2})
+    c.start_worker("w1")
+    c.seed(served.seeds)
+    c.wait_idle(timeout_s=240)
+    c.stop_worker("w1")  # SIGTERM: the producer flushed, the tables closed
+    assert (c.datadir("w1") / CLEAN_NAME).exists()
+    c.start_worker("w1")
+    c.wait_idle(timeout_s=240)
+    assert not (c.datadir("w1") / CLEAN_NAME).exists()  # consumed at start: a crash from here leaves none
+    c.stop_worker("w1", kill=True)
+    c.start_worker("w1")
+    c.wait_idle(timeout_s=240)
+    log = (c.workdir / "worker-w1.log").read_text()
+    rebuilt = [line for line in log.splitlines() if "did not stop cleanly" in line]
+    assert len(rebuilt) == 1 and "rebuilt from their changelogs" in rebuilt[0], log[-3000:]
+    deadline = time.monotonic() + 120
+    while _table_dirs(c.datadir("w1")) != set(TABLES) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _table_dirs(c.datadir("w1")) >= {"urls", "hosts"}  # recovered from the changelogs

@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from squall.worker.datadir import FAUST_DEFAULT_DATADIR, LOCK_NAME, lock_datadir, open_datadir, resolve_datadir
 from squall.errors import DataDirError
+from squall.worker.datadir import (
+    CLEAN_NAME,
+    FAUST_DEFAULT_DATADIR,
+    LOCK_NAME,
+    drop_unclean_tables,
+    lock_datadir,
+    mark_clean,
+    open_datadir,
+    resolve_datadir,
+)
 
 CWD = Path("/srv/crawl")
 
@@ -82,3 +91,33 @@ def test_a_directory_that_cannot_be_created_is_one_line_naming_it(tmp_path):
     with pytest.raises(DataDirError) as err:
         open_datadir(str(blocker / "sub"), {}, tmp_path)
     assert str(blocker / "sub") in str(err.value) and "\n" not in str(err.value)
+
+
+def _tables(path: Path) -> Path:
+    tabledir = path / "v1" / "tables"
+    (tabledir / "urls-0.db").mkdir(parents=True)
+    (tabledir / "urls-0.db" / "CURRENT").write_text("MANIFEST-000001\n")
+    return tabledir
+
+
+def test_tables_left_by_a_worker_that_did_not_stop_cleanly_are_dropped(tmp_path):
+    tabledir = _tables(tmp_path)
+    assert drop_unclean_tables(tmp_path, tabledir) is True
+    assert not tabledir.exists()
+    assert drop_unclean_tables(tmp_path, tabledir) is False  # nothing left to drop
+
+
+def test_tables_of_a_clean_stop_are_kept_and_the_mark_is_consumed(tmp_path):
+    tabledir = _tables(tmp_path)
+    mark_clean(tmp_path)
+    assert (tmp_path / CLEAN_NAME).read_text().strip() == str(os.getpid())
+    assert drop_unclean_tables(tmp_path, tabledir) is False
+    assert (tabledir / "urls-0.db" / "CURRENT").exists()
+    assert not (tmp_path / CLEAN_NAME).exists()  # this run must leave its own mark
+    assert drop_unclean_tables(tmp_path, tabledir) is True  # killed before it did: dropped
+
+
+def test_a_first_start_has_nothing_to_drop(tmp_path):
+    assert drop_unclean_tables(tmp_path, tmp_path / "v1" / "tables") is False
+    (tmp_path / "v1" / "tables").mkdir(parents=True)
+    assert drop_unclean_tables(tmp_path, tmp_path / "v1" / "tables") is False  # empty: kept
