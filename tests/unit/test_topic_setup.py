@@ -204,14 +204,22 @@ def test_a_worker_checks_its_login_then_creates_its_topics_then_starts_faust(mon
         raise _Started
 
     monkeypatch.setattr(faust_app, "open_datadir", step("datadir", (tmp_path, None)))
+    monkeypatch.setattr(faust_app, "drop_unclean_tables", step("unclean tables", False))
     monkeypatch.setattr(faust_app, "check_web_port", step("web port"))
     monkeypatch.setattr(faust_app, "check_broker_access", step("login"))
     monkeypatch.setattr(faust_app, "prepare_topics", step("topics"))
     monkeypatch.setattr(faust_app, "faust_topics", step("plan", []))
     monkeypatch.setattr(faust_app, "install_outage_filter", step("outage filter"))
     monkeypatch.setattr(faust_app.faust.Worker, "__init__", faust_starts)
-    conf = SimpleNamespace(datadir=None, consumer_group_instance_id=None, web_enabled=True, web_bind="", web_port=0)
+    conf = SimpleNamespace(
+        datadir=None,
+        tabledir=tmp_path / "v1" / "tables",
+        consumer_group_instance_id=None,
+        web_enabled=True,
+        web_bind="",
+        web_port=0,
+    )
     app = SimpleNamespace(squall_settings=topology.settings, squall_topics={}, conf=conf)
     with pytest.raises(_Started):
         faust_app.SquallWorker(app)  # type: ignore[arg-type]
-    assert order == ["datadir", "web port", "login", "plan", "topics", "outage filter", "faust"]
+    assert order == ["datadir", "unclean tables", "web port", "login", "plan", "topics", "outage filter", "faust"]
