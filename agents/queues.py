@@ -20,6 +20,7 @@ table's changelog to the partition of the current event).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
 from agents.worker_state import state
@@ -134,9 +135,9 @@ def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) ->
     record that lists the URL in flight again; or with writes that never
     reached the changelog. Such a hand-out is settled: its URL record is
     stored again (only a write reaches the changelog), the host record stops
-    listing it in flight, and the URL is not fetched again. A hand-out this
-    worker made since it took the partition is never looked at (no read).
-    ``now_s`` (Unix s): the time the host's next eligible time is set for.
+    listing it in flight (:func:`put_back`), and the URL is not fetched again.
+    A hand-out this worker made since it took the partition is never looked
+    at (no read). ``now_s`` (Unix s): the time the host's next eligible time is set for.
     """
     since = state().assigned_at.get(partition_for_key(key, settings.topology_partitions))
     if since is None or handed_out_at_s >= since:
@@ -144,15 +145,45 @@ def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) ->
     record = url_record(url)
     if record is None or not record.reported_since(handed_out_at_s):
         return False
-    store_again(record, handed_out_at_s)
     host = load_host(key)
-    index = state().index_for_key(key)
     if host.in_flight.get(url) == handed_out_at_s:
-        host = host.without_handouts([url])
-        save_host(host)
-        if index is not None:  # a place is free again
-            index.set_host_ready(key, eligible_at_s(host, now_s, config().handout))
+        put_back(state().index_for_key(key), host, [url], now_s, {url: record})
+    else:
+        store_again(record, handed_out_at_s)
     return True
+
+
+def put_back(
+    index: DueIndex | None,
+    host: HostRecord,
+    urls: list[str],
+    now_s: float,
+    known: Mapping[str, UrlRecord] | None = None,
+) -> None:
+    """Take ``urls`` out of ``host``'s in-flight list (saved) and put them back into the due ``index``.
+
+    A URL whose record holds a result of that hand-out already
+    (:meth:`squall.policy.schedule.UrlRecord.reported_since`: applied in this
+    worker's local store before a SIGKILL, while the host record recovered
+    from the changelog lists it in flight) is stored again, so the result
+    reaches the changelog, and indexed at the time that result set.
+    ``index`` None: the partition's due index is not built yet (its rebuild
+    indexes them). ``known``: records the caller read already (not read again).
+    """
+    handed_out = {u: host.in_flight.get(u) for u in urls}
+    host = host.without_handouts(urls)
+    save_host(host)
+    for url in urls:
+        r = known[url] if known is not None and url in known else url_record(url)
+        if r is None:
+            continue
+        at_s = handed_out[url]
+        if at_s is not None and r.reported_since(at_s):
+            store_again(r, at_s)
+        if index is not None and r.next_fetch_at_s is not None:
+            index.push(host.key, r.url, r.next_fetch_at_s, r.priority)
+    if index is not None:
+        index.set_host_ready(host.key, eligible_at_s(host, now_s, config().handout))
 
 
 def store_again(record: UrlRecord, handed_out_at_s: float) -> None:

@@ -18,11 +18,8 @@ import logging
 import time
 
 from agents import queues
-from agents.common import config, fetch_runtime, load_host, save_host
+from agents.common import fetch_runtime, load_host, save_host
 from agents.worker_state import state
-from squall.policy.due_index import DueIndex
-from squall.policy.frontier import HostRecord
-from squall.policy.handout import eligible_at_s
 from squall.policy.pace import on_takeover
 from squall.policy.records import FetchMessage, TickMessage
 from squall.policy.takeover import Watch, own_handout, stranded
@@ -92,7 +89,7 @@ def release_stranded(partition: int, now_s: float) -> None:
             key,
             urls,
         )
-        _put_back(index, host.with_pace(on_takeover(host.pace(), since, True)), urls, now_s)
+        queues.put_back(index, host.with_pace(on_takeover(host.pace(), since, True)), urls, now_s)
 
 
 def release_lost(partition: int, now_s: float) -> None:
@@ -132,28 +129,7 @@ def release_lost(partition: int, now_s: float) -> None:
             key,
             urls,
         )
-        _put_back(index, load_host(key), urls, now_s)
-
-
-def _put_back(index: DueIndex, host: HostRecord, urls: list[str], now_s: float) -> None:
-    """Take ``urls`` out of ``host``'s in-flight list (saved) and put them back into the due ``index``.
-
-    A URL whose record holds a result of that hand-out already
-    (:meth:`squall.policy.schedule.UrlRecord.reported_since`: applied in this
-    worker's local store before a SIGKILL, while the host record recovered
-    from the changelog lists it in flight) is stored again, so the result
-    reaches the changelog, and indexed at the time that result set.
-    """
-    handed_out = {u: host.in_flight.get(u) for u in urls}
-    host = host.without_handouts(urls)
-    save_host(host)
-    for r in (queues.url_record(u) for u in urls):
-        at_s = None if r is None else handed_out[r.url]
-        if r is not None and at_s is not None and r.reported_since(at_s):
-            queues.store_again(r, at_s)
-        if r is not None and r.next_fetch_at_s is not None:
-            index.push(host.key, r.url, r.next_fetch_at_s, r.priority)
-    index.set_host_ready(host.key, eligible_at_s(host, now_s, config().handout))
+        queues.put_back(index, load_host(key), urls, now_s)
 
 
 @app.timer(settings.frontier_tick_interval_secs)
