@@ -36,16 +36,20 @@ from topology import app, settings
 log = logging.getLogger("squall.spout")
 
 
-def regulate(host: HostRecord, signal: SignalMessage) -> HostRecord:
+def regulate(host: HostRecord, signal: SignalMessage, redeliverable: bool = True) -> HostRecord:
     """``host`` after ``signal`` (``host`` itself when it was already applied); the fetcher learns a stricter pace.
+
+    ``redeliverable``: the signal came in a message a topic can deliver
+    again, so its fetch id is remembered (``frontier.signals.remembered``);
+    False for a result applied in the process that fetched it, which no
+    topic holds: the host record then does not grow by its fetch id.
 
     Raises:
         ValueError, TypeError, KeyError: the stored record has another shape
         (a record of an older layout): the caller dead-letters the message.
     """
-    updated = apply_signal(
-        host, signal, fetch_runtime().operator.pace_config(host.key), settings.frontier_signals_remembered
-    )
+    remembered = settings.frontier_signals_remembered if redeliverable else 0
+    updated = apply_signal(host, signal, fetch_runtime().operator.pace_config(host.key), remembered)
     if updated is not host:
         fetch_runtime().learn(signal, updated)
     return updated

@@ -63,9 +63,15 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
     return handle_decoded(msg, value, partition, now_s)
 
 
-def handle_decoded(msg: StatusMessage, value: bytes, partition: int, now_s: float) -> Handled:
-    """:func:`handle` of a message decoded already (``value``: its bytes, for a dead letter or a reroute)."""
-    done = Handled()
+def handle_decoded(
+    msg: StatusMessage, value: bytes, partition: int, now_s: float, redeliverable: bool = True
+) -> Handled:
+    """:func:`handle` of a message decoded already (``value``: its bytes, for a dead letter or a reroute).
+
+    ``redeliverable`` False: ``msg`` is a result applied in the process that
+    fetched it, in no topic (see :attr:`agents.status_writes.Writes.redeliverable`).
+    """
+    done = Handled(writes=Writes(redeliverable=redeliverable))
     try:
         canon = _seed_canonical if msg.seed else config().canonical  # seeds are few: not memoized
         url = canon(msg.url)
@@ -327,7 +333,7 @@ def update(
     for url in urls:
         host = _apply(msg, url, key, host, now_s, writes.stores)
     if msg.signal is not None and msg.signal.key == key:
-        host = regulate(host, msg.signal)
+        host = regulate(host, msg.signal, writes.redeliverable)
         writes.regulated.append(key)
     writes.set_host(host)
     if own:

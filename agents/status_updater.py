@@ -41,13 +41,15 @@ async def apply_here(result: StatusMessage, event) -> bool:
     rebalances or its group membership is not confirmed: the next owner reads
     the status topic, and no chain of hand-outs goes on while Faust waits for
     acknowledgements. False under byIP and with ``frontier.result.inprocess`` off.
+    A result applied here is in no topic, so nothing delivers it again: its
+    signal's fetch id is not added to the host record's ``seen_fetch_ids``.
     """
     if not fetch_runtime().settings.frontier_result_inprocess or config().by_ip:
         return False
     lease = group_lease()
     if app.should_stop or app.rebalancing or (lease is not None and not lease.holds()):
         return False
-    done = handle_decoded(result, result.to_bytes(), event.message.partition, time.time())
+    done = handle_decoded(result, result.to_bytes(), event.message.partition, time.time(), redeliverable=False)
     try:
         await _follow_up(done, event)
     except Exception:  # applied: never reported again; a hand-out not started comes back by the take-over watch

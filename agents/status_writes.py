@@ -45,7 +45,10 @@ class Writes:
     write, after the host records (a crash in between re-delivers the
     message, and a URL already stored would no longer count in its host's
     ``url_count``); ``regulated``: keys whose signal was applied in this event;
-    ``absent``: keys the hosts table had no record of when read.
+    ``absent``: keys the hosts table had no record of when read;
+    ``redeliverable``: the event's message is one a topic can deliver again
+    (False: a result applied in the process that fetched it, whose signal's
+    fetch id is then not remembered, :func:`agents.queues.regulate`).
 
     A host with no record whose only change is refusals (an out-of-scope
     host: never seeded, holding no URL) is not written: its refusals are
@@ -56,6 +59,7 @@ class Writes:
     stores: list[UrlRecord] = field(default_factory=list)
     regulated: list[str] = field(default_factory=list)
     absent: set[str] = field(default_factory=set)
+    redeliverable: bool = True
 
     def host(self, key: str) -> HostRecord:
         known = self.hosts.get(key)

@@ -44,7 +44,9 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
         host: the durable record of the signal's queue.
         signal: one fetch's report (see :class:`squall.policy.records.SignalMessage`).
         config: the pace settings (:class:`squall.policy.pace.PaceConfig`).
-        remembered: ``frontier.signals.remembered``, fetch ids kept for idempotence.
+        remembered: ``frontier.signals.remembered``, fetch ids kept for idempotence;
+            0 keeps none of this one (a signal that nothing can deliver again:
+            a result applied in the process that fetched it).
 
     Raises:
         ValueError: the stored pace state has the wrong shape (a record of an older layout).
@@ -60,5 +62,7 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
         host.with_pace(pace),
         in_flight=in_flight,
         pages_fetched=host.pages_fetched + (1 if freed and signal.requested else 0),  # against a page limit
-        seen_fetch_ids=([*host.seen_fetch_ids, signal.fetch_id])[-remembered:],
+        seen_fetch_ids=([*host.seen_fetch_ids, signal.fetch_id])[-remembered:]
+        if remembered > 0
+        else host.seen_fetch_ids,
     )

@@ -39,6 +39,12 @@ _URL_STRIP_INSIDE = re.compile(r"[\t\n\r]")
 # Leading/trailing ASCII whitespace and C0 controls, stripped from attribute URLs.
 _URL_STRIP_EDGES = "".join(chr(c) for c in range(0x21))
 _WS = re.compile(r"\s+")
+# An absolute http(s) URL that resolving leaves as it is (urljoin splits and joins it again unchanged):
+# lower-case scheme and host, a port, a path without ";" (urljoin's parameters) and a non-empty query
+_PLAIN_ABSOLUTE = re.compile(
+    r"https?://[a-z0-9_\-.]+(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9\-._~!$&()*+,=:@/]*)?"
+    r"(?:\?[A-Za-z0-9\-._~!$&()*+,;=:@/?]+)?"
+)
 # Directive names of the robots meta tag / X-Robots-Tag (Google's list), used to
 # tell "googlebot: noindex" (agent prefix) from "unavailable_after: <date>".
 _KNOWN_DIRECTIVES = frozenset(
@@ -298,6 +304,14 @@ def _resolve_rooted(origin: str, href: str) -> str | None:
 
 def _resolve(base: str, href: str) -> str | None:
     """Absolute http(s) URL of ``href`` against ``base``, or None (fragment-only, other scheme, malformed)."""
+    plain = _PLAIN_ABSOLUTE.fullmatch(href)
+    if plain is not None and int(plain.group("port") or 0) <= 65535:
+        return href  # what urljoin and the checks of _resolve_joined would give it, without them
+    return _resolve_joined(base, href)
+
+
+def _resolve_joined(base: str, href: str) -> str | None:
+    """:func:`_resolve` by ``urljoin`` (RFC 3986 §5.2), for any ``href``."""
     href = _URL_STRIP_INSIDE.sub("", href.strip(_URL_STRIP_EDGES))
     if not href or href.startswith("#"):
         return None

@@ -69,6 +69,16 @@ _FORBIDDEN_HOST = re.compile(r"[\x00-\x20\x7f#%/:<>?@\[\\\]^|]")
 _LABEL_RE = re.compile(r"[a-z0-9_\-]{1,63}")  # LDH labels, plus "_" which real hosts use
 _IPV4_RE = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
+# The start of a URL whose host urlsplit would give as it is: lower case, no userinfo, no IPv6 literal
+_PLAIN_AUTHORITY = re.compile(r"[a-z][a-z0-9+.\-]*://([a-z0-9_\-.]+)(?::[0-9]*)?(?=[/?#]|$)")
+# A URL already in canonical spelling but for its query's parameters and a fragment (see _plain_canonical):
+# a lower-case scheme and host of LDH labels, no userinfo, a port without leading zero, and path and query
+# of characters RFC 3986 §3.3-3.4 allows as they are (no "%", no quote, no space) without a dot segment
+_PLAIN_URL_RE = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.\-]*)://(?P<host>[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})*)"
+    r"(?::(?P<port>[1-9][0-9]{0,4}))?(?P<path>/[A-Za-z0-9\-._~!$&()*+,;=:@/]*)?"
+    r"(?:\?(?P<query>[A-Za-z0-9\-._~!$&()*+,;=:@/?]*))?(?:#[A-Za-z0-9\-._~!$&()*+,;=:@/?#]*)?"
+)
 _MAX_HOST_LENGTH = 253  # RFC 1035 §2.3.4, without the root dot
 
 
@@ -168,6 +178,15 @@ class CanonicalCache:
 
 
 def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bool) -> str:
+    if base is None:
+        plain = _plain_canonical(url, config)
+        if plain is not None:
+            return plain
+    return _canonicalize_fully(url, config, base, seed)
+
+
+def _canonicalize_fully(url: str, config: NormalizerConfig, base: str | None, seed: bool) -> str:
+    """Every step of the module doc, in order."""
     text = url.strip().translate(_TAB_OR_NEWLINE)  # URL living standard: tabs and newlines vanish
     if base is not None:
         text = urljoin(base.strip(), text)  # RFC 3986 §5.2 reference resolution
@@ -191,6 +210,47 @@ def _canonicalize(url: str, config: NormalizerConfig, base: str | None, seed: bo
     if len(canonical) > config.max_length:
         raise InvalidURL(Reason.URL_TOO_LONG, url)
     return canonical
+
+
+def _plain_canonical(url: str, config: NormalizerConfig) -> str | None:
+    """The canonical form of a URL spelled plainly (:data:`_PLAIN_URL_RE`), or None: the full steps decide.
+
+    Such a URL needs none of steps 1 and 3-7 of the module doc (nothing to
+    strip, resolve, decode, encode, lower-case or remove): only its default
+    port, empty path, query parameters (step 8), fragment and length are
+    seen to. The host is validated as step 5 does; a host the full steps
+    would refuse gives None, so the refusal and its reason stay theirs. The
+    two agree on every input (a property test holds them to it).
+    """
+    match = _PLAIN_URL_RE.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, path, query = match.group("scheme", "host", "port", "path", "query")
+    if scheme not in config.schemes or len(host) > _MAX_HOST_LENGTH or "/." in (path or ""):
+        return None
+    last = host.rpartition(".")[2]
+    if last.isdigit() and not _is_ipv4(host):
+        return None
+    if port is not None and int(port) > 65535:
+        return None
+    if port is not None and int(port) == _DEFAULT_PORTS.get(scheme):
+        port = None
+    canonical = f"{scheme}://{host}" + (f":{port}" if port else "") + (path or "/")
+    query = _query(query or "", config)
+    if query:
+        canonical += "?" + query
+    return canonical if len(canonical) <= config.max_length else None
+
+
+def _is_ipv4(host: str) -> bool:
+    """Whether ``host`` is a dotted IPv4 address as :func:`_valid_host` accepts it (no leading zeros)."""
+    if not _IPV4_RE.fullmatch(host):
+        return False
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _clean_authority(text: str, url: str, seed: bool) -> str:
@@ -343,6 +403,9 @@ def host_of(canonical_url: str) -> str:
     Raises:
         InvalidURL: ``url.host`` when the URL has no host; ``url.malformed`` when it cannot be split.
     """
+    plain = _PLAIN_AUTHORITY.match(canonical_url)
+    if plain is not None:
+        return plain.group(1)  # what urlsplit would give, read off directly
     try:
         host = urlsplit(canonical_url.strip()).hostname
     except ValueError:

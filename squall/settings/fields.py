@@ -283,7 +283,9 @@ class SettingsFields:
     #: Longest Retry-After (s) honoured; a longer one blocks the host this long
     #: (and is logged). Never cut to frontier.backoff.max.secs. Default: one day.
     frontier_retry_after_max_secs: float = field(metadata={"key": "frontier.retry.after.max.secs"})
-    #: Signals (fetch ids) remembered per host so a re-delivered one is applied once.
+    #: Signals (fetch ids) remembered per host so a re-delivered one is applied once
+    #: (signals read from a topic; a result applied in the worker that fetched it,
+    #: frontier.result.inprocess, is in no topic and its fetch id is not kept).
     frontier_signals_remembered: int = field(metadata={"key": "frontier.signals.remembered"})
     #: A host still backing off after this long (s) is deprioritised.
     frontier_backoff_ttl_secs: int = field(metadata={"key": "frontier.backoff.ttl.secs"})

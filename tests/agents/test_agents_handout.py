@@ -123,6 +123,8 @@ async def test_a_result_applied_in_process_hands_the_hosts_next_url_out_here_on_
         return
     assert applied == [True] and record.status == Status.FETCHED
     assert started == [nxt, third, fourth] and held == [1, 1, 1]  # the result's event held again for the next
+    # the topic's signal is remembered (it can come again), the one applied in process is not (nothing holds it)
+    assert HostRecord.from_dict(topology.hosts_table[HOST.encode()]).seen_fetch_ids == ["f1"]
 
 
 async def test_a_stopping_worker_sends_its_results_to_the_status_topic(

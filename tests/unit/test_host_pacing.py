@@ -61,6 +61,13 @@ def test_only_the_last_fetch_ids_are_remembered():
     assert h.seen_fetch_ids == [f"f{i}" for i in range(12, 20)]
 
 
+
+def test_a_signal_no_topic_can_deliver_again_is_applied_without_its_fetch_id():
+    h = host(seen_fetch_ids=["f0"]).with_handout(["https://example.com/a"], NOW - 1)
+    after = apply_signal(h, signal(), PACE, 0)
+    assert after.seen_fetch_ids == ["f0"]
+    assert after.in_flight == {} and after.next_fetch_at_s == apply_signal(h, signal(), PACE, 64).next_fetch_at_s
+
 def test_the_record_and_the_fetchers_gate_compute_the_same_pace_from_the_same_fetches():
     """Invariant 2: one model, two uses. Any sequence of fetch outcomes gives one pace in both."""
     rng = random.Random(7)
