@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 
 from agents.observe import observe_result
 from agents.queues import settle_reported
 from squall.policy import fetch_decision as fd
+from squall.policy.codec import evolve
 from squall.policy.pace import FetchEnded, PaceState, after_fetch
 from squall.policy.partition import partition_key
 from squall.policy.records import FetchMessage, StatusMessage
@@ -67,7 +67,7 @@ async def send_report(
     if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())
         return
-    result = replace(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
+    result = evolve(statuses[own], signal=signal, discovered=None if batch is None else statuses[batch])
     if event is None or rt.apply_here is None or not await rt.apply_here(result, event):
         await status_topic.send(key=msg.key.encode(), value=result.to_bytes())
 

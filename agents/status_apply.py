@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 from agents.addresses import host_port
 from agents.common import addresses, config, load_host, save_host, stored, tables
@@ -32,6 +31,7 @@ from squall.errors import InvalidURL, MessageError
 from squall.policy import metadata as md
 from squall.policy.address_key import status_key
 from squall.policy.admission import nothing_if_known, seeded, with_refusals
+from squall.policy.codec import evolve
 from squall.policy.frontier import HostRecord
 from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.reasons import Reason
@@ -88,7 +88,7 @@ def handle_decoded(
         return done
     if msg.discovered is not None:
         _handle_decoded(msg.discovered, value, partition, now_s, done)
-        msg = replace(msg, discovered=None)
+        msg = evolve(msg, discovered=None)
     _handle_decoded(msg, value, partition, now_s, done, (url, key, canon))
     _hand_out_and_flush(done, now_s)
     return done
@@ -112,7 +112,7 @@ def _handle_decoded(
         except InvalidURL as exc:  # one bad link of a batch: the others go on
             done.dead.append((_single(msg, msg.url), exc))
             if msg.more_urls:
-                rest = replace(msg, url=msg.more_urls[0], more_urls=msg.more_urls[1:])
+                rest = evolve(msg, url=msg.more_urls[0], more_urls=msg.more_urls[1:])
                 _handle_decoded(rest, value, partition, now_s, done)
             return
     else:
@@ -120,7 +120,7 @@ def _handle_decoded(
     if config().by_ip:
         if msg.signal is not None:  # keyed by the fetch's address key: the queue regulator applies it
             done.signals.append(msg.signal)
-            msg = replace(msg, signal=None)
+            msg = evolve(msg, signal=None)
         _handle_by_address(msg, canon, [url], value, partition, now_s, done)
         return
     if partition_for_key(key, config().partitions) != partition:
@@ -141,7 +141,7 @@ def _apply_here(
             log.warning("squall: ignored rejection counts for %s, not owned by partition %d", other, partition)
     if msg.signal is not None and msg.signal.key not in by_key:
         done.signals.append(msg.signal)  # its queue's key is not the URL's (a foreign producer): on its own
-        msg = replace(msg, signal=None)
+        msg = evolve(msg, signal=None)
     _update_groups(msg, by_key, value, now_s, msg.rejected, done)
 
 
@@ -226,7 +226,7 @@ def _handle_by_address(
             done.dead.append((_single(msg, more), exc))
     by_key, away = _by_address(msg, urls, value, partition, done)
     for key, group in away.items():
-        batch = replace(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
+        batch = evolve(msg, url=group[0], more_urls=group[1:], rejected={}).to_bytes()
         done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), batch))
     rejected: dict[str, Mapping[Reason, int]] = {}
     for name, counts in msg.rejected.items():
@@ -281,8 +281,8 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     old = UrlRecord.from_dict(raw)
     seeded = load_host(old.key).seeded_for(host_of(url), config().by_ip)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
-    return replace(
-        msg, url=url, more_urls=[], rejected={}, moved=replace(old, key=key).to_dict(), seed=msg.seed or seeded
+    return evolve(
+        msg, url=url, more_urls=[], rejected={}, moved=evolve(old, key=key).to_dict(), seed=msg.seed or seeded
     ).to_bytes()
 
 
@@ -304,7 +304,7 @@ def _seed_canonical(url: str) -> str:
 
 def _single(batch: StatusMessage, url: str) -> bytes:
     """The message of one URL of a batch, on its own (for another partition, or the dead-letter topic)."""
-    return replace(batch, url=url, more_urls=[], rejected={}).to_bytes()
+    return evolve(batch, url=url, more_urls=[], rejected={}).to_bytes()
 
 
 def update(
@@ -354,14 +354,14 @@ def _apply(
     raw = stored(tables().urls, url.encode())
     if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
         raw = {**msg.moved, "key": key}
-        host = replace(host, url_count=host.url_count + 1)
+        host = evolve(host, url_count=host.url_count + 1)
         stores.append(UrlRecord.from_dict(raw))
     if raw is None:
         reason = _out_of_scope(msg, url, host) if discovered else None
         if reason is not None:
             return host.with_rejection(reason)
         record = new_record(msg, url=url, key=key, now_s=now_s, metadata=dict(msg.metadata))
-        host = replace(host, url_count=host.url_count + 1)
+        host = evolve(host, url_count=host.url_count + 1)
         if discovered:
             stores.append(record)
             return host
@@ -369,7 +369,7 @@ def _apply(
         record = UrlRecord.from_dict(raw)
         if record.key != key:  # byIP: its host moved to another address of this same partition
             _forget(url)
-            record = replace(record, key=key)
+            record = evolve(record, key=key)
             stores.append(record)
     updated = apply(
         record, msg, config().schedule, metadata=md.for_record(record.metadata, msg.metadata, config().persist)

@@ -7,10 +7,11 @@ the event's table writes so each host record is read and written once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from agents.common import save_host, stored_host
 from agents.observe import count_refused
+from squall.policy.codec import evolve
 from squall.policy.frontier import HostRecord
 from squall.policy.records import FetchMessage, SignalMessage
 from squall.policy.schedule import UrlRecord
@@ -85,7 +86,7 @@ class Writes:
         for start, host in self.hosts.values():
             if host is start:
                 continue
-            if host.key in self.absent and replace(host, rejected=start.rejected) == start:
+            if host.key in self.absent and evolve(host, rejected=start.rejected) == start:
                 count_refused(host.rejected)  # refusals only, of a host with no record: not written
                 continue
             save_host(host)

@@ -17,8 +17,8 @@ The status updater's decisions (StormCrawler's StatusUpdaterBolt; its
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
+from squall.policy.codec import evolve
 from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
@@ -33,7 +33,7 @@ def seeded(host: HostRecord, urls: list[str], by_ip: bool) -> HostRecord:
             if not host.seeded_for(host_of(url), True):
                 host = host.with_seed(host_of(url))
         return host
-    return host if host.seeded else replace(host, seeded=True)
+    return host if host.seeded else evolve(host, seeded=True)
 
 
 def with_refusals(host: HostRecord, rejected: Mapping[Reason, int] | None) -> HostRecord:
@@ -43,7 +43,7 @@ def with_refusals(host: HostRecord, rejected: Mapping[Reason, int] | None) -> Ho
     counts = dict(host.rejected)
     for reason, n in rejected.items():
         counts[reason.value] = counts.get(reason.value, 0) + n
-    return replace(host, rejected=counts)
+    return evolve(host, rejected=counts)
 
 
 def news_for_known(msg: StatusMessage) -> bool:
@@ -115,5 +115,5 @@ def left_to_send(
         if len(kept) == 1 + len(batch.more_urls):
             out.append(batch)
         elif kept:
-            out.append(replace(batch, url=kept[0], more_urls=kept[1:]))
+            out.append(evolve(batch, url=kept[0], more_urls=kept[1:]))
     return out, refusals

@@ -28,10 +28,10 @@ the request leaves; it is never added to the delay itself.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from squall.policy.codec import field_values
+from squall.policy.codec import evolve, field_values
 
 WORST_KEPT = 5  # violations remembered per host (the latest), for the report
 
@@ -145,7 +145,7 @@ def record_request(
     if too_soon or inside:
         v = Violation(start_s=start_s, gap_s=gap, required_delay_s=required_delay_s, blocked_until_s=block_until)
         changes.update(violations=a.violations + 1, recent=((*a.recent, v))[-WORST_KEPT:])
-    return replace(
+    return evolve(
         a,
         requests=a.requests + 1,
         last_start_s=start_s,

@@ -11,14 +11,17 @@ stopped agent). JSON is RFC 8259; Python's reader also takes ``NaN`` and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from squall.errors import MessageError
+
+T = TypeVar("T")
 
 
 def field_values(obj: Any) -> dict[str, Any]:
@@ -36,6 +39,47 @@ def field_values(obj: Any) -> dict[str, Any]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass → its field names, in order
+
+
+def evolve(obj: T, **changes: Any) -> T:
+    """``dataclasses.replace(obj, **changes)``, without running ``__init__`` when nothing in it can object.
+
+    A record is rebuilt several times a page (a host after each hand-out and
+    signal, an audit after each request); ``replace`` gathers every field
+    and calls ``__init__`` each time. For a dataclass with no
+    ``__post_init__``, no ``init=False`` field and no cached property,
+    ``__init__`` only assigns,
+    so a copy of the instance's attributes with ``changes`` written over them
+    is the same object, several times cheaper. Any other dataclass goes
+    through ``replace``.
+
+    Raises:
+        TypeError: a name in ``changes`` is not a field of ``obj`` (as ``replace`` does).
+    """
+    cls = type(obj)
+    names = _PLAIN_FIELDS.get(cls)
+    if names is None:
+        fields = dataclasses.fields(obj)  # type: ignore[arg-type]
+        plain = (
+            not hasattr(cls, "__post_init__")
+            and all(f.init for f in fields)
+            and hasattr(obj, "__dict__")
+            and not any(isinstance(v, functools.cached_property) for v in vars(cls).values())
+        )
+        names = _PLAIN_FIELDS[cls] = frozenset(f.name for f in fields) if plain else frozenset()
+    if not names:
+        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    for name in changes:
+        if name not in names:
+            raise TypeError(f"{cls.__name__} has no field {name!r}")
+    new = object.__new__(cls)
+    attrs = new.__dict__
+    attrs.update(obj.__dict__)
+    attrs.update(changes)
+    return new
+
+
+_PLAIN_FIELDS: dict[type, frozenset[str]] = {}  # dataclass → its field names, or empty: evolve() uses replace()
 
 
 def clean(d: dict[str, Any]) -> dict[str, Any]:

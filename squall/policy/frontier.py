@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from squall.policy.backoff import HostBackoff
-from squall.policy.codec import field_values
+from squall.policy.codec import evolve, field_values
 from squall.policy.crawl_delay import CrawlDelayState
 from squall.policy.pace import PaceState
 from squall.policy.reasons import Reason
@@ -100,7 +100,7 @@ class HostRecord:
 
     def with_seed(self, host: str) -> HostRecord:
         """This record with ``host`` seeded (and the queue marked seeded)."""
-        return replace(self, seeded=True, seeded_hosts=sorted({*self.seeded_hosts, host}))
+        return evolve(self, seeded=True, seeded_hosts=sorted({*self.seeded_hosts, host}))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HostRecord:
@@ -125,7 +125,7 @@ class HostRecord:
 
     def with_pace(self, pace: PaceState) -> HostRecord:
         """This record with ``pace`` stored in it."""
-        return replace(
+        return evolve(
             self,
             next_fetch_at_s=pace.next_fetch_at_s,
             delay_s=pace.delay_s,
@@ -183,16 +183,16 @@ class HostRecord:
         """This record with one more rejection for ``reason`` (counted under its value)."""
         counts = dict(self.rejected)
         counts[reason.value] = counts.get(reason.value, 0) + 1
-        return replace(self, rejected=counts)
+        return evolve(self, rejected=counts)
 
     def without_handouts(self, urls: list[str]) -> HostRecord:
         """This record with the hand-outs of ``urls`` no longer in flight (handed out again: squall.policy.takeover)."""
-        return replace(self, in_flight={u: t for u, t in self.in_flight.items() if u not in urls})
+        return evolve(self, in_flight={u: t for u, t in self.in_flight.items() if u not in urls})
 
     def with_handout(self, urls: list[str], now_s: float) -> HostRecord:
         in_flight = dict(self.in_flight)
         in_flight.update({u: now_s for u in urls})
-        return replace(self, in_flight=in_flight)
+        return evolve(self, in_flight=in_flight)
 
 
 def handout_places(delay_s: float, ahead: int, lead_s: float) -> int:

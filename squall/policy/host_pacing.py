@@ -17,8 +17,7 @@ the durable record has:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from squall.policy.codec import evolve
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import FetchEnded, PaceConfig, after_fetch
 from squall.policy.records import SignalMessage
@@ -58,7 +57,7 @@ def apply_signal(host: HostRecord, signal: SignalMessage, config: PaceConfig, re
     freed = False
     if signal.handed_out_at_s is None or in_flight.get(signal.url) == signal.handed_out_at_s:
         freed = in_flight.pop(signal.url, None) is not None  # a signal of an older hand-out never frees a newer one
-    return replace(
+    return evolve(
         host.with_pace(pace),
         in_flight=in_flight,
         pages_fetched=host.pages_fetched + (1 if freed and signal.requested else 0),  # against a page limit

@@ -45,10 +45,11 @@ from __future__ import annotations
 
 import random
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from squall.policy.backoff import BackoffConfig, HostBackoff, deprioritised, on_rate_limited, on_success
+from squall.policy.codec import evolve
 from squall.policy.crawl_delay import CrawlDelayConfig, CrawlDelayState, observe_crawl_delay
 from squall.policy.records import SignalKind
 
@@ -228,11 +229,11 @@ def after_fetch(state: PaceState | None, ended: FetchEnded, config: PaceConfig) 
     crawl = state.crawl
     if ended.forwarded_crawl_delay_s is not None:
         crawl = observe_crawl_delay(crawl, ended.forwarded_crawl_delay_s, ended.at_s, config.crawl, ended.fetch_id)
-    new = replace(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
+    new = evolve(state, backoff=backoff, crawl=crawl, capped_retry_after=capped)
     if not ended.requested:
         return new
     delay_s = delay_in_force(config, ended.crawl_delay_s, new, ended.at_s)
-    return replace(new, delay_s=delay_s, next_fetch_at_s=max(state.next_fetch_at_s, ended.at_s + delay_s))
+    return evolve(new, delay_s=delay_s, next_fetch_at_s=max(state.next_fetch_at_s, ended.at_s + delay_s))
 
 
 def on_takeover(state: PaceState | None, now_s: float, previous_owner_active: bool) -> PaceState:
@@ -254,7 +255,7 @@ def on_takeover(state: PaceState | None, now_s: float, previous_owner_active: bo
     state = state or PaceState()
     if not previous_owner_active:
         return state
-    return replace(state, next_fetch_at_s=max(state.next_fetch_at_s, now_s + state.delay_s))
+    return evolve(state, next_fetch_at_s=max(state.next_fetch_at_s, now_s + state.delay_s))
 
 
 def stricter(record: PaceState, memory: PaceState) -> PaceState:
@@ -279,8 +280,8 @@ def stricter(record: PaceState, memory: PaceState) -> PaceState:
     later = memory.backoff is not None and (record.backoff is None or memory.blocked_until_s > record.blocked_until_s)
     backoff = memory.backoff if later else record.backoff
     if backoff is not None and record.backoff is not None and memory.backoff is not None:
-        backoff = replace(backoff, attempts=max(record.backoff.attempts, memory.backoff.attempts))
-    return replace(
+        backoff = evolve(backoff, attempts=max(record.backoff.attempts, memory.backoff.attempts))
+    return evolve(
         record,
         next_fetch_at_s=max(record.next_fetch_at_s, memory.next_fetch_at_s),
         delay_s=max(record.delay_s, memory.delay_s),

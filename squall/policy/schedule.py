@@ -83,12 +83,12 @@ each of the five statuses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from squall.policy.adaptive import AdaptiveConfig, IntervalReason, adaptive_interval
-from squall.policy.codec import field_values
+from squall.policy.codec import evolve, field_values
 from squall.policy.reasons import Reason, Status
 from squall.policy.records import StatusMessage
 from squall.policy.sitemaps import (
@@ -293,7 +293,7 @@ def apply(
     if record.last_fetch_at_s is not None and at <= record.last_fetch_at_s:
         return record  # re-delivery of a result already applied
     meta = record.metadata if metadata is None else metadata
-    base = replace(
+    base = evolve(
         record,
         last_fetch_at_s=at,
         http_status=msg.http_status,
@@ -302,11 +302,11 @@ def apply(
         truncated=msg.truncated,
     )
     if kind is Incoming.NOT_ATTEMPTED:  # robots.txt unavailable, deferred or moved: wait and try again
-        return replace(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
+        return evolve(base, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s is not None else at)
     attempts = record.attempts + 1
     if kind is Incoming.FETCHED:
         interval_s, why = _fetched_interval(record, msg, meta, config)
-        return replace(
+        return evolve(
             base,
             status=Status.FETCHED,
             attempts=attempts,
@@ -321,7 +321,7 @@ def apply(
             interval_reason=why,
         )
     if kind is Incoming.REDIRECTION:
-        return replace(
+        return evolve(
             base,
             status=Status.REDIRECTION,
             attempts=attempts,
@@ -334,7 +334,7 @@ def apply(
         # a rate signal, not a failure of this URL: reschedule when the host's block ends
         limits = record.rate_limits + 1
         if config.max_rate_limits is not None and limits >= config.max_rate_limits:
-            return replace(
+            return evolve(
                 base,
                 status=Status.ERROR,
                 attempts=attempts,
@@ -342,13 +342,13 @@ def apply(
                 reason=Reason.HTTP_RATE_LIMITED_TOO_MANY,
                 next_fetch_at_s=_after(at, config.error_interval_s),
             )
-        return replace(
+        return evolve(
             base, attempts=attempts, rate_limits=limits, next_fetch_at_s=msg.retry_after_s if msg.retry_after_s else at
         )
     if kind is Incoming.FETCH_ERROR:
         errors = record.fetch_errors + 1
         if errors >= config.max_fetch_errors:
-            return replace(
+            return evolve(
                 base,
                 status=Status.ERROR,
                 attempts=attempts,
@@ -360,10 +360,10 @@ def apply(
         next_at = _after(at, interval)
         if msg.retry_after_s is not None and next_at is not None:
             next_at = max(next_at, msg.retry_after_s)
-        return replace(base, status=Status.FETCH_ERROR, attempts=attempts, fetch_errors=errors, next_fetch_at_s=next_at)
+        return evolve(base, status=Status.FETCH_ERROR, attempts=attempts, fetch_errors=errors, next_fetch_at_s=next_at)
     # ERROR: permanent (404/410, robots denial, policy rejection, redirect loop, ...)
     counted = attempts if msg.http_status is not None else record.attempts  # a policy rejection made no request
-    return replace(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
+    return evolve(base, status=Status.ERROR, attempts=counted, next_fetch_at_s=_after(at, config.error_interval_s))
 
 
 def _fetched_interval(
@@ -406,7 +406,7 @@ def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
         due = record.next_fetch_at_s
         if record.last_fetch_at_s is not None and (due is None or due > record.last_fetch_at_s):
             due = record.last_fetch_at_s  # in the past: due at once
-        return replace(record, metadata=metadata, next_fetch_at_s=due)
+        return evolve(record, metadata=metadata, next_fetch_at_s=due)
     lastmod_s = lastmod_of(msg.metadata)
     if (
         lastmod_s is None
@@ -421,7 +421,7 @@ def _listed_again(record: UrlRecord, msg: StatusMessage) -> UrlRecord:
     for key in (LASTMOD_KEY, CHANGEFREQ_KEY):
         if key in msg.metadata:
             metadata[key] = list(msg.metadata[key])
-    return replace(record, next_fetch_at_s=lastmod_s, metadata=metadata)
+    return evolve(record, next_fetch_at_s=lastmod_s, metadata=metadata)
 
 
 def _after(at_s: float, interval_s: float | None) -> float | None:
