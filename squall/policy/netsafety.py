@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -93,14 +94,21 @@ def check_address(ip: str, policy: NetworkPolicy) -> Reason | None:
     are tolerated). Text that is not an IP address is refused. An address is
     refused when any of its views — itself, or the IPv4 address it maps or
     embeds (see the module docstring) — is not public and not inside one of
-    ``policy.allow``.
+    ``policy.allow``. Memoized (bounded): a fetcher judges the same few
+    addresses on every request.
     """
+    return _judged(ip, policy.allow)
+
+
+@lru_cache(maxsize=4096)
+def _judged(ip: str, allow: tuple[IPNetwork, ...]) -> Reason | None:
+    """:func:`check_address` of ``ip`` with ``allow`` its policy's networks."""
     try:
         address = ipaddress.ip_address(ip.strip().strip("[]").split("%", 1)[0])
     except ValueError:
         return Reason.FETCH_BLOCKED_ADDRESS
     for view in _views(address):
-        if not _is_public(view) and not any(view in net for net in policy.allow):
+        if not _is_public(view) and not any(view in net for net in allow):
             return Reason.FETCH_BLOCKED_ADDRESS
     return None
 
