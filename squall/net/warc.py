@@ -13,9 +13,9 @@ of the page's response record (:meth:`WarcWriter.write_conversion`).
 Files are named ``<prefix>-<UTC yyyymmddHHMMSS>-<serial, 5 digits>.warc.gz``
 (the timestamp is when the file was opened; the serial counts files of this
 writer from 00000 and is bumped past any name that already exists). Each file
-starts with a ``warcinfo`` record. Records are written with FastWARC's
-``WarcRecord.write`` into its ``GzipWriter`` (zlib level 6), one gzip member per
-record (WARC/1.1 Annex D); each record's ``WARC-Block-Digest`` and
+starts with a ``warcinfo`` record. Each record is made by FastWARC's
+``WarcRecord.write`` and compressed on its own into one gzip member (WARC/1.1
+Annex D) by zlib-ng (python-zlib-ng) at level 6; each record's ``WARC-Block-Digest`` and
 ``WARC-Payload-Digest`` are SHA-1 in base32 (§5.8, §5.9), as warcio writes and
 ``warcio check`` verifies. After every fetch the file is flushed to the
 operating system, so a worker killed at any point leaves a file that reads
@@ -51,8 +51,8 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from fastwarc import warc as fw
-from fastwarc.stream_io import GzipWriter
 from warcio.timeutils import datetime_to_iso_date
+from zlib_ng import zlib_ng
 
 __all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter", "payload_digest"]
 
@@ -60,7 +60,7 @@ ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
 _WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
 _SOFTWARE = "squall/0.1 (fastwarc)"
-_GZIP_LEVEL = 6  # zlib's default: on 12 KB pages 0.85 x level 9's CPU for 1.06 x its size
+_GZIP_LEVEL, _GZIP_WBITS = 6, 31  # zlib's default level; deflate in a gzip header and trailer (RFC 1952)
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _HTTP_REQUEST = "application/http; msgtype=request"
 # Response record IDs remembered for write_conversion, newest last (a render follows its fetch within seconds).
@@ -95,7 +95,7 @@ class WarcWriter:
         self._serial = 0
         self._paths: list[Path] = []
         self._file: io.BufferedWriter | None = None
-        self._gzip: GzipWriter | None = None
+        self._record = io.BytesIO()  # one record before it is compressed
         self._lock = threading.Lock()
         self._closed = False
         self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -282,7 +282,7 @@ class WarcWriter:
         in ``headers`` replaces the one FastWARC sets. ``block_digest``: the
         block's :func:`payload_digest` when the caller has it. Lock held.
         """
-        assert self._gzip is not None
+        assert self._file is not None
         record = fw.WarcRecord()
         record.init_headers(kind, record_id[5:-1].encode("ascii"))  # FastWARC adds "<urn:" and ">"
         fields = record.headers
@@ -292,8 +292,10 @@ class WarcWriter:
             (fields.set if name == "WARC-Date" else fields.append)(name, value)
         fields.append("WARC-Block-Digest", block_digest or _payload_digest(block))
         record.set_bytes_content(block)  # sets Content-Length
-        record.write(self._gzip, checksum_data=False)
-        self._gzip.finish()  # ends the record's gzip member
+        plain = self._record
+        plain.seek(0), plain.truncate()
+        record.write(plain, checksum_data=False)
+        self._file.write(zlib_ng.compress(plain.getbuffer(), level=_GZIP_LEVEL, wbits=_GZIP_WBITS))
 
     def _write_request(
         self,
@@ -328,14 +330,13 @@ class WarcWriter:
 
     def _flush_and_rotate(self) -> None:
         """Flush the records just written to the OS; close the file once it reached ``max_size_bytes``. Lock held."""
-        assert self._file is not None and self._gzip is not None
-        self._gzip.flush()
+        assert self._file is not None
         self._file.flush()
         if self.max_size_bytes > 0 and self._file.tell() >= self.max_size_bytes:
             self._close_file()
 
     def _open_if_needed(self) -> Path:
-        if self._file is not None and self._gzip is not None:
+        if self._file is not None:
             return self._paths[-1]
         self.directory.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y%m%d%H%M%S")
@@ -347,7 +348,6 @@ class WarcWriter:
                 break
             except FileExistsError:
                 continue
-        self._gzip = GzipWriter(self._file, compression_level=_GZIP_LEVEL)
         self._paths.append(path)
         info = {
             "software": _SOFTWARE,
@@ -360,16 +360,13 @@ class WarcWriter:
         now = _warc_date(self._clock(), micros=self.warc_version == "1.1")
         headers = [("WARC-Date", now), ("WARC-Filename", path.name), ("Content-Type", "application/warc-fields")]
         self._write(fw.warcinfo, _record_id(), headers, fields)
-        self._gzip.flush()
+        self._file.flush()
         return path
 
     def _close_file(self) -> None:
-        if self._gzip is not None:
-            self._gzip.close()  # flushes; the file object stays ours to close
         if self._file is not None:
             self._file.close()
         self._file = None
-        self._gzip = None
 
 
 # ---------------------------------------------------------------------- helpers
@@ -395,8 +392,11 @@ def _warc_date(at_s: float, *, micros: bool) -> str:
 
 
 def _clean(value: str) -> str:
-    """A header name/value/status part without CR/LF, which would break the record framing."""
-    return " ".join(str(value).replace("\r", " ").replace("\n", " ").split())
+    """A header name/value/status part without CR/LF, which would break the record framing; whitespace runs as one space."""
+    text = str(value)
+    if text.isprintable() and text[:1] != " " and text[-1:] != " " and "  " not in text:
+        return text  # its only whitespace is single inner spaces (isprintable refuses every other kind): as it is
+    return " ".join(text.replace("\r", " ").replace("\n", " ").split())
 
 
 def _phrase(status: int) -> str:

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
+from squall.net import warc
 from squall.net.warc import WarcWriter, payload_digest
 
 WARCIO = Path(sys.executable).parent / "warcio"
@@ -21,10 +24,17 @@ NAME = re.compile(r"^crawl-\d{14}-\d{5}\.warc\.gz$")
 def fetch(writer: WarcWriter, url: str = "http://127.0.0.2:8080/a?x=1", **overrides):
     kwargs = dict(
         request_headers=[("User-Agent", "squall/0.1"), ("Accept-Encoding", "gzip")],
-        status=200, reason="OK",
-        response_headers=[("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"),
-                          ("Content-Length", "31"), ("ETag", '"v1"')],
-        body=b"<html><body>hello</body></html>" * 4, ip="127.0.0.2", fetched_at_s=FIXED_NOW_S,
+        status=200,
+        reason="OK",
+        response_headers=[
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Encoding", "gzip"),
+            ("Content-Length", "31"),
+            ("ETag", '"v1"'),
+        ],
+        body=b"<html><body>hello</body></html>" * 4,
+        ip="127.0.0.2",
+        fetched_at_s=FIXED_NOW_S,
         truncated=False,
     )
     kwargs.update(overrides)
@@ -72,9 +82,18 @@ def test_a_fetch_becomes_a_response_and_a_request_record_after_a_warcinfo(tmp_pa
 def test_response_headers_describe_the_decoded_body_and_keep_the_originals(tmp_path):
     body = b"x" * 1234
     with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
-        path = fetch(writer, body=body, response_headers=[
-            ("Content-Type", "text/html"), ("content-encoding", "gzip"), ("Transfer-Encoding", "chunked"),
-            ("Content-Length", "99"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
+        path = fetch(
+            writer,
+            body=body,
+            response_headers=[
+                ("Content-Type", "text/html"),
+                ("content-encoding", "gzip"),
+                ("Transfer-Encoding", "chunked"),
+                ("Content-Length", "99"),
+                ("Set-Cookie", "a=1"),
+                ("Set-Cookie", "b=2"),
+            ],
+        )
     _, _, http, stored = records(path)[1]
     assert stored == body
     assert http.get_header("Content-Encoding") is None
@@ -114,13 +133,21 @@ def test_header_values_with_newlines_cannot_break_the_record(tmp_path):
 def test_warcio_index_reads_every_record(tmp_path):
     with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
         fetch(writer, url="http://127.0.0.2:8080/one")
-        path = fetch(writer, url="http://127.0.0.3:8080/two", status=301, reason="Moved Permanently",
-                     response_headers=[("Location", "/three")], body=b"")
+        path = fetch(
+            writer,
+            url="http://127.0.0.3:8080/two",
+            status=301,
+            reason="Moved Permanently",
+            response_headers=[("Location", "/three")],
+            body=b"",
+        )
     index = warcio_index(path)
     assert [(r["warc-type"], r.get("warc-target-uri")) for r in index] == [
         ("warcinfo", None),
-        ("response", "http://127.0.0.2:8080/one"), ("request", "http://127.0.0.2:8080/one"),
-        ("response", "http://127.0.0.3:8080/two"), ("request", "http://127.0.0.3:8080/two"),
+        ("response", "http://127.0.0.2:8080/one"),
+        ("request", "http://127.0.0.2:8080/one"),
+        ("response", "http://127.0.0.3:8080/two"),
+        ("request", "http://127.0.0.3:8080/two"),
     ]
 
 
@@ -129,13 +156,23 @@ def test_warcio_check_validates_the_digests_of_every_record_kind(tmp_path):
     with WarcWriter(tmp_path, "crawl", 10_000_000) as writer:
         fetch(writer, body=body)
         writer.write_revisit(
-            "http://127.0.0.2:8080/a?x=1", request_headers=[], status=200, reason="", response_headers=[],
-            body_length=len(body), ip=None, fetched_at_s=FIXED_NOW_S + 5, payload_digest=payload_digest(body),
+            "http://127.0.0.2:8080/a?x=1",
+            request_headers=[],
+            status=200,
+            reason="",
+            response_headers=[],
+            body_length=len(body),
+            ip=None,
+            fetched_at_s=FIXED_NOW_S + 5,
+            payload_digest=payload_digest(body),
             refers_to_date_s=FIXED_NOW_S,
         )
         path = writer.write_conversion(
-            "http://127.0.0.2:8080/a?x=1", body=b"<html>dom</html>", content_type="text/html",
-            fetched_at_s=FIXED_NOW_S, converted_at_s=FIXED_NOW_S + 1,
+            "http://127.0.0.2:8080/a?x=1",
+            body=b"<html>dom</html>",
+            content_type="text/html",
+            fetched_at_s=FIXED_NOW_S,
+            converted_at_s=FIXED_NOW_S + 1,
         )
     proc = subprocess.run([str(WARCIO), "check", "-v", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -167,8 +204,7 @@ def test_a_writer_killed_after_a_fetch_leaves_every_record_of_it_readable(tmp_pa
 
 def test_files_rotate_once_they_pass_the_size_limit(tmp_path):
     with WarcWriter(tmp_path, "crawl", 1500, clock=lambda: FIXED_NOW_S) as writer:
-        written = [fetch(writer, url=f"http://127.0.0.2:8080/{i}", body=bytes(range(256)) * 4)
-                   for i in range(6)]
+        written = [fetch(writer, url=f"http://127.0.0.2:8080/{i}", body=bytes(range(256)) * 4) for i in range(6)]
         paths = writer.paths
     assert len(paths) > 1
     assert [p.name for p in paths] == [f"crawl-20231114221320-{i:05d}.warc.gz" for i in range(len(paths))]
@@ -226,9 +262,13 @@ def test_a_rendered_dom_is_a_conversion_record_referring_to_its_response_record(
     with WarcWriter(tmp_path, "crawl", 0, clock=lambda: FIXED_NOW_S) as writer:
         fetch(writer)
         fetch(writer, url="http://127.0.0.2:8080/other")
-        path = writer.write_conversion("http://127.0.0.2:8080/a?x=1", body=b"<html>rendered</html>",
-                                       content_type="text/html; charset=utf-8", fetched_at_s=FIXED_NOW_S,
-                                       converted_at_s=FIXED_NOW_S + 2)
+        path = writer.write_conversion(
+            "http://127.0.0.2:8080/a?x=1",
+            body=b"<html>rendered</html>",
+            content_type="text/html; charset=utf-8",
+            fetched_at_s=FIXED_NOW_S,
+            converted_at_s=FIXED_NOW_S + 2,
+        )
     recs = records(path)
     response = next(h for t, h, _, _ in recs if t == "response" and h.get_header("WARC-Target-URI").endswith("x=1"))
     kind, headers, _, body = recs[-1]
@@ -243,8 +283,13 @@ def test_a_rendered_dom_is_a_conversion_record_referring_to_its_response_record(
 
 def test_a_conversion_of_an_unknown_response_still_names_its_target_uri_and_date(tmp_path):
     with WarcWriter(tmp_path, "crawl", 0, clock=lambda: FIXED_NOW_S) as writer:
-        path = writer.write_conversion("http://127.0.0.2:8080/gone", body=b"<html></html>", content_type="text/html",
-                                       fetched_at_s=FIXED_NOW_S, converted_at_s=FIXED_NOW_S)
+        path = writer.write_conversion(
+            "http://127.0.0.2:8080/gone",
+            body=b"<html></html>",
+            content_type="text/html",
+            fetched_at_s=FIXED_NOW_S,
+            converted_at_s=FIXED_NOW_S,
+        )
     _, headers, _, _ = records(path)[-1]
     assert headers.get_header("WARC-Refers-To") is None
     assert headers.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.2:8080/gone"
@@ -271,9 +316,15 @@ def test_an_unchanged_payload_becomes_a_revisit_record_that_warcio_indexes(tmp_p
     with WarcWriter(tmp_path, "crawl", 10_000_000, clock=lambda: FIXED_NOW_S) as writer:
         path = fetch(writer, url=url, body=body)
         writer.write_revisit(
-            url, request_headers=[("User-Agent", "squall/0.1")], status=200, reason="OK",
-            response_headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")], body_length=len(body),
-            ip="127.0.0.2", fetched_at_s=FIXED_NOW_S + 86400, payload_digest=payload_digest(body),
+            url,
+            request_headers=[("User-Agent", "squall/0.1")],
+            status=200,
+            reason="OK",
+            response_headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")],
+            body_length=len(body),
+            ip="127.0.0.2",
+            fetched_at_s=FIXED_NOW_S + 86400,
+            payload_digest=payload_digest(body),
             refers_to_date_s=FIXED_NOW_S,
         )
     recs = records(path)
@@ -288,3 +339,14 @@ def test_an_unchanged_payload_becomes_a_revisit_record_that_warcio_indexes(tmp_p
     assert rev_http.get_header("X-Squall-Original-Content-Encoding") == "gzip"
     index = warcio_index(path)
     assert [e["warc-type"] for e in index] == ["warcinfo", "response", "request", "revisit", "request"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab :;/=\r\n\t\x0b\x1c\x85\xa0\u2028é")), max_size=12))
+@example("text/html; charset=utf-8")
+@example(" a")
+@example("a  b")
+def test_a_header_part_without_odd_whitespace_is_kept_as_it_is_and_any_other_cleaned_as_before(text: str) -> None:
+    """_clean's shortcut for text whose only whitespace is single inner spaces: what the long way gives."""
+    assert warc._clean(text) == " ".join(text.replace("\r", " ").replace("\n", " ").split())
+    assert "\r" not in warc._clean(text) and "\n" not in warc._clean(text)
