@@ -64,12 +64,14 @@ def handle(value: bytes, partition: int, now_s: float) -> Handled:
 
 
 def handle_decoded(
-    msg: StatusMessage, value: bytes, partition: int, now_s: float, redeliverable: bool = True
+    msg: StatusMessage, value: bytes | None, partition: int, now_s: float, redeliverable: bool = True
 ) -> Handled:
     """:func:`handle` of a message decoded already (``value``: its bytes, for a dead letter or a reroute).
 
-    ``redeliverable`` False: ``msg`` is a result applied in the process that
-    fetched it, in no topic (see :attr:`agents.status_writes.Writes.redeliverable`).
+    ``value`` None: the bytes are made from ``msg`` only if one is sent
+    (a result applied in the process that fetched it, which none is, but for
+    a failure). ``redeliverable`` False: ``msg`` is such a result, in no
+    topic (see :attr:`agents.status_writes.Writes.redeliverable`).
     """
     done = Handled(writes=Writes(redeliverable=redeliverable))
     try:
@@ -77,14 +79,14 @@ def handle_decoded(
         url = canon(msg.url)
         key = partition_key(url, config().mode)
     except InvalidURL as exc:
-        done.dead.append((value, exc))
+        done.dead.append((_bytes_of(value, msg), exc))
         done.signals.extend([msg.signal] if msg.signal is not None else [])
         if msg.discovered is not None:  # the page's outlinks are good input of their own
             _handle_decoded(msg.discovered, value, partition, now_s, done)
         _hand_out_and_flush(done, now_s)
         return done
     if not config().by_ip and partition_for_key(key, config().partitions) != partition:
-        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), value))
+        done.reroutes.append((key.encode(), partition_for_key(key, config().partitions), _bytes_of(value, msg)))
         return done
     if msg.discovered is not None:
         _handle_decoded(msg.discovered, value, partition, now_s, done)
@@ -96,7 +98,7 @@ def handle_decoded(
 
 def _handle_decoded(
     msg: StatusMessage,
-    value: bytes,
+    value: bytes | None,
     partition: int,
     now_s: float,
     done: Handled,
@@ -130,7 +132,7 @@ def _handle_decoded(
 
 
 def _apply_here(
-    msg: StatusMessage, canon, key: str, url: str, partition: int, value: bytes, now_s: float, done: Handled
+    msg: StatusMessage, canon, key: str, url: str, partition: int, value: bytes | None, now_s: float, done: Handled
 ) -> None:
     """Apply a message whose first URL (``url``, key ``key``) belongs to this ``partition``; others rerouted."""
     by_key = _group_by_key(msg, canon, key, url, partition, done)
@@ -194,7 +196,7 @@ def _group_by_key(msg: StatusMessage, canon, key: str, url: str, partition: int,
 def _update_groups(
     msg: StatusMessage,
     by_key: dict[str, list[str]],
-    value: bytes,
+    value: bytes | None,
     now_s: float,
     rejected: Mapping[str, Mapping[Reason, int]],
     done: Handled,
@@ -205,11 +207,11 @@ def _update_groups(
             update(msg, urls, key, now_s, rejected.get(key), done.writes)
         except (ValueError, TypeError, KeyError) as exc:  # e.g. a stored record of an older shape
             log.exception("squall: status update of %s failed", urls[0] if urls else key)
-            done.dead.append((value, exc))
+            done.dead.append((_bytes_of(value, msg), exc))
 
 
 def _handle_by_address(
-    msg: StatusMessage, canon, urls: list[str], value: bytes, partition: int, now_s: float, done: Handled
+    msg: StatusMessage, canon, urls: list[str], value: bytes | None, partition: int, now_s: float, done: Handled
 ) -> Handled:
     """byIP: :func:`handle` with keys from this worker's resolutions (``urls``: the canonical first URL).
 
@@ -238,7 +240,7 @@ def _handle_by_address(
 
 
 def _by_address(
-    msg: StatusMessage, urls: list[str], value: bytes, partition: int, done: Handled
+    msg: StatusMessage, urls: list[str], value: bytes | None, partition: int, done: Handled
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """byIP: ``urls`` per address key, (this partition's, other partitions'); unresolved left pending, moved sent."""
     by_key: dict[str, list[str]] = {}
@@ -247,7 +249,9 @@ def _by_address(
         host, port = host_port(url)
         known = addresses().known(host, port)
         if known is None:
-            done.pending.append((host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else value))
+            done.pending.append(
+                (host, port, _single(msg, url) if len(urls) > 1 or msg.rejected else _bytes_of(value, msg))
+            )
             continue
         key = status_key(host, known)
         if partition_for_key(key, config().partitions) == partition:
@@ -300,6 +304,11 @@ def _forget(url: str) -> None:
 def _seed_canonical(url: str) -> str:
     """A seed's canonical URL: userinfo refused (a link's is dropped), see :func:`squall.policy.urls.canonicalize`."""
     return canonicalize(url, config().normalizer, seed=True)
+
+
+def _bytes_of(value: bytes | None, msg: StatusMessage) -> bytes:
+    """The message's bytes as read, or made from ``msg`` (a result applied in process has none)."""
+    return value if value is not None else msg.to_bytes()
 
 
 def _single(batch: StatusMessage, url: str) -> bytes:

@@ -49,7 +49,7 @@ async def apply_here(result: StatusMessage, event) -> bool:
     lease = group_lease()
     if app.should_stop or app.rebalancing or (lease is not None and not lease.holds()):
         return False
-    done = handle_decoded(result, result.to_bytes(), event.message.partition, time.time(), redeliverable=False)
+    done = handle_decoded(result, None, event.message.partition, time.time(), redeliverable=False)
     try:
         await _follow_up(done, event)
     except Exception:  # applied: never reported again; a hand-out not started comes back by the take-over watch

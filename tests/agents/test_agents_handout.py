@@ -14,6 +14,7 @@ from faust.types.tuples import Message
 import topology
 from agents import status_updater as su
 from agents import worker_state as agent_runtime
+from agents.common import forget_cached_hosts
 from agents.status_updater import status_updater
 from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Status
@@ -135,3 +136,36 @@ async def test_a_stopping_worker_sends_its_results_to_the_status_topic(
     monkeypatch.setattr(type(topology.app), "should_stop", property(lambda _app: True))
     result = StatusMessage(url="https://example.com/1", status=Status.FETCHED, fetched_at_s=time.time())
     assert await su.apply_here(result, None) is False
+
+
+async def test_a_result_applied_in_process_that_fails_is_dead_lettered_with_its_bytes_made_then(
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No bytes are made for a result applied in process, but for a dead letter: then they are the result's."""
+    rt = _fresh_runtime(monkeypatch)
+    monkeypatch.setattr(rt, "settings", dataclasses.replace(rt.settings, frontier_result_inprocess=True))
+    value, nxt = _freeing_result(time.time())
+    results: list[StatusMessage] = []
+
+    async def run_here(msg: FetchMessage, event) -> None:  # nxt's fetch ends at once; its host record is bad by then
+        bad = HostRecord(key=HOST, backoff={"attempts": "many"}).with_handout([nxt], msg.handed_out_at_s)
+        topology.hosts_table.data[HOST.encode()] = bad.to_dict()  # a record of another shape: update() fails
+        forget_cached_hosts()
+        signal = SignalMessage(
+            key=HOST,
+            url=nxt,
+            fetch_id="f2",
+            kind=SignalKind.SUCCESS,
+            at_s=time.time(),
+            handed_out_at_s=msg.handed_out_at_s,
+        )
+        results.append(StatusMessage(url=nxt, status=Status.FETCHED, fetched_at_s=time.time(), signal=signal))
+        assert await su.apply_here(results[-1], event) is True
+
+    rt.run_here = run_here
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=value, partition=P)
+        for _ in range(3):
+            await asyncio.sleep(0)
+    ((_key, letter, _partition),) = sent.of(topology.deadletter_topic)
+    assert letter["reason"] == "ValueError" and StatusMessage.from_bytes(letter["value"].encode()) == results[0]
