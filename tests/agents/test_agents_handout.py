@@ -43,6 +43,20 @@ def _freeing_result(now: float) -> tuple[bytes, str]:
     return json.dumps(result).encode(), nxt
 
 
+def _fetched(url: str, handed_out_at_s: float) -> StatusMessage:
+    """The FETCHED result of ``url``'s fetch, handed out at ``handed_out_at_s``, with its signal (fetch id f2)."""
+    signal = SignalMessage(
+        key=HOST,
+        url=url,
+        fetch_id="f2",
+        kind=SignalKind.SUCCESS,
+        at_s=time.time(),
+        delay_s=0.0,
+        handed_out_at_s=handed_out_at_s,
+    )
+    return StatusMessage(url=url, status=Status.FETCHED, fetched_at_s=time.time(), http_status=200, signal=signal)
+
+
 @pytest.mark.parametrize("case", ["in process", "setting off", "pending full", "fetcher not started", "held too long"])
 async def test_the_next_url_a_result_freed_starts_in_this_workers_fetcher_holding_the_results_ack(
     sent: Sent, monkeypatch: pytest.MonkeyPatch, case: str
@@ -97,17 +111,7 @@ async def test_a_result_applied_in_process_hands_the_hosts_next_url_out_here_on_
     async def run_here(msg: FetchMessage, event) -> None:  # the fetcher's task: the fetch of nxt ends at once
         started.append(msg.url)
         if msg.url == nxt:
-            signal = SignalMessage(
-                key=HOST,
-                url=nxt,
-                fetch_id="f2",
-                kind=SignalKind.SUCCESS,
-                at_s=time.time(),
-                delay_s=0.0,
-                handed_out_at_s=msg.handed_out_at_s,
-            )
-            own = StatusMessage(url=nxt, status=Status.FETCHED, fetched_at_s=time.time(), http_status=200)
-            applied.append(await su.apply_here(dataclasses.replace(own, signal=signal), event))
+            applied.append(await su.apply_here(_fetched(nxt, msg.handed_out_at_s), event))
 
     rt.run_here = run_here
     monkeypatch.setattr(topology.app, "rebalancing", case == "rebalancing")
@@ -151,15 +155,7 @@ async def test_a_result_applied_in_process_that_fails_is_dead_lettered_with_its_
         bad = HostRecord(key=HOST, backoff={"attempts": "many"}).with_handout([nxt], msg.handed_out_at_s)
         topology.hosts_table.data[HOST.encode()] = bad.to_dict()  # a record of another shape: update() fails
         forget_cached_hosts()
-        signal = SignalMessage(
-            key=HOST,
-            url=nxt,
-            fetch_id="f2",
-            kind=SignalKind.SUCCESS,
-            at_s=time.time(),
-            handed_out_at_s=msg.handed_out_at_s,
-        )
-        results.append(StatusMessage(url=nxt, status=Status.FETCHED, fetched_at_s=time.time(), signal=signal))
+        results.append(_fetched(nxt, msg.handed_out_at_s))
         assert await su.apply_here(results[-1], event) is True
 
     rt.run_here = run_here
