@@ -95,7 +95,6 @@ class WarcWriter:
         self._serial = 0
         self._paths: list[Path] = []
         self._file: io.BufferedWriter | None = None
-        self._record = io.BytesIO()  # one record before it is compressed
         self._lock = threading.Lock()
         self._closed = False
         self._responses: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -292,8 +291,7 @@ class WarcWriter:
             (fields.set if name == "WARC-Date" else fields.append)(name, value)
         fields.append("WARC-Block-Digest", block_digest or _payload_digest(block))
         record.set_bytes_content(block)  # sets Content-Length
-        plain = self._record
-        plain.seek(0), plain.truncate()
+        plain = io.BytesIO()  # the record before it is compressed
         record.write(plain, checksum_data=False)
         self._file.write(zlib_ng.compress(plain.getbuffer(), level=_GZIP_LEVEL, wbits=_GZIP_WBITS))
 

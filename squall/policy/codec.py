@@ -48,10 +48,9 @@ def evolve(obj: T, **changes: Any) -> T:
     signal, an audit after each request); ``replace`` gathers every field
     and calls ``__init__`` each time. For a dataclass with no
     ``__post_init__``, no ``init=False`` field and no cached property,
-    ``__init__`` only assigns,
-    so a copy of the instance's attributes with ``changes`` written over them
-    is the same object, several times cheaper. Any other dataclass goes
-    through ``replace``.
+    ``__init__`` only assigns, so a copy of the instance's attributes with
+    ``changes`` written over them is the same object, several times cheaper.
+    Any other dataclass goes through ``replace``.
 
     Raises:
         TypeError: a name in ``changes`` is not a field of ``obj`` (as ``replace`` does).

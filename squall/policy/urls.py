@@ -335,14 +335,10 @@ def _valid_host(parts: SplitResult, url: str) -> str:
     labels = host.split(".")
     if len(host) > _MAX_HOST_LENGTH or not all(_LABEL_RE.fullmatch(label) for label in labels):
         raise InvalidURL(Reason.URL_HOST, url)
-    if labels[-1].isdigit():
-        # a host ending in a number is an IPv4 address or nothing (URL living standard)
-        if not _IPV4_RE.fullmatch(host):
-            raise InvalidURL(Reason.URL_HOST, url)
-        try:
-            ipaddress.IPv4Address(host)
-        except ValueError:
-            raise InvalidURL(Reason.URL_HOST, url) from None
+    if labels[-1].isdigit() and not _is_ipv4(host):
+        raise InvalidURL(
+            Reason.URL_HOST, url
+        )  # a host ending in a number is an IPv4 address or nothing (URL living standard)
     return host
 
 
