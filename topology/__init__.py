@@ -52,7 +52,7 @@ from squall.policy.lease import heartbeat_interval_s
 from squall.policy.topics import topic_name
 from squall.settings import load_settings
 from squall.worker.faust_app import SquallApp, SquallWorker
-from squall.worker.table_codec import TableJson
+from squall.worker.table_store import SquallTable
 
 try:
     settings = load_settings()
@@ -69,6 +69,7 @@ app = SquallApp(
     broker="kafka://" + settings.kafka_bootstrap_servers,
     broker_credentials=_CREDENTIALS,
     store="rocksdb://",
+    Table=SquallTable,  # one TableJson per table, RocksDB stores without a write-ahead log
     # the table directory is resolved and locked when the worker starts: SquallWorker
     Worker=SquallWorker,
     topic_partitions=_N,
@@ -120,10 +121,7 @@ def _table(name: str, help_text: str) -> TableT:
         "max_write_buffer_number": 2,
         "block_cache_size": settings.topology_rocksdb_block_cache_bytes,
     }
-    table = app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text, options=rocksdb)
-    # Faust derives the value serializer from value_type ("json"); this one writes the same bytes, encoded once
-    table.value_serializer = TableJson()  # type: ignore[attr-defined]  # faust.tables.base.Collection's
-    return table
+    return app.Table(name, schema=schema, key_type=bytes, partitions=_N, help=help_text, options=rocksdb)
 
 
 urls_table = _table("urls", "canonical URL -> UrlRecord")

@@ -6,6 +6,7 @@ each with the function that turns its JSON value into the field's value;
 :class:`squall.errors.MessageError` (bad input: the dead-letter topic, never a
 stopped agent). JSON is RFC 8259; Python's reader also takes ``NaN`` and
 ``Infinity``, so numbers that must be finite say so (:func:`finite_float`).
+Messages and table values are read by :func:`loads`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
+
+import orjson
 
 from squall.errors import MessageError
 
@@ -99,6 +102,32 @@ def finite(value: float | None, name: str) -> None:
         raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
+def loads(raw: bytes | str) -> Any:
+    """``json.loads(raw)``'s value, read by orjson where it can (about twice as fast on a URL record).
+
+    orjson reads strict RFC 8259 JSON in UTF-8 into the same values, except
+    integers beyond 64 bits, which it reads as floats: bytes with a run of
+    19 digits or more are read by ``json.loads``, and so is a ``str`` and what
+    orjson refuses and Python's reader takes (``NaN``, ``Infinity``, lone
+    surrogates, UTF-16 or -32 bytes); ``json.loads`` also raises what it
+    raises for text that is not JSON at all.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
+        RecursionError: nested too deeply for ``json.loads``.
+    """
+    if isinstance(raw, bytes) and _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 19  # 19 digits in a row: maybe an integer beyond orjson's 64 bits (2**63 has 19)
+
+
 def decode_object(raw: bytes) -> dict[str, Any]:
     """The JSON object of a message's bytes (UTF-8).
 
@@ -106,7 +135,7 @@ def decode_object(raw: bytes) -> dict[str, Any]:
         MessageError: not JSON, nested too deeply, or not an object.
     """
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)
     except (ValueError, TypeError) as exc:
         raise MessageError(f"not JSON: {exc}") from None
     except RecursionError:

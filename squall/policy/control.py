@@ -45,6 +45,7 @@ from enum import StrEnum
 from typing import Any, TypeGuard
 
 from squall.errors import MessageError
+from squall.policy.codec import loads
 from squall.policy.frontier import HostRecord
 from squall.policy.pace import PaceConfig, PaceState
 from squall.policy.partition import partition_for_key
@@ -129,7 +130,7 @@ class Command:
                 argument, ``by`` or ``at`` missing or of the wrong type.
         """
         try:
-            obj = json.loads(raw or b"")
+            obj = loads(raw or b"")
         except (ValueError, TypeError, RecursionError) as exc:
             raise MessageError(f"command is not JSON: {exc}") from None
         if not isinstance(obj, dict):

@@ -42,7 +42,7 @@ from resiliparse.parse.html import HTMLTree
 from resiliparse.parse.lang import detect_fast
 
 from squall.errors import MessageError
-from squall.policy.codec import field_values
+from squall.policy.codec import field_values, loads
 from squall.policy.metadata import mapped, parse_mapping
 from squall.policy.parse import robots_directives
 
@@ -184,7 +184,7 @@ class Document:
             MessageError: not JSON, not an object, or a required field missing or of the wrong type.
         """
         try:
-            data = json.loads(raw)
+            data = loads(raw)
             if not isinstance(data, dict):
                 raise TypeError("not a JSON object")
             doc = cls(**{k: data[k] for k in _FIELDS if k in data})

@@ -5,21 +5,26 @@ table's value serializer: once for its changelog record
 (``Table.on_key_set`` → ``send_changelog``) and once for its local store
 (``SerializedStore.__setitem__``), one right after the other. With Faust's
 ``json`` codec that is two JSON encodings of every host, URL and audit record
-a page writes. :class:`TableJson` writes the same bytes as that codec
-(``faust.utils.json.dumps``: compact separators, ASCII escapes) from one
-encoder built once, and hands the second call of the same write the bytes of
-the first. Reads are ``json.loads``, as Faust's codec reads.
+a page writes. :class:`TableJson` writes the bytes that codec writes with
+Python's ``json`` (``faust.utils.json.dumps``: compact separators, ASCII
+escapes) from one encoder built once, and hands the second call of the same
+write the bytes of the first. Faust's codec writes with orjson instead when
+orjson is installed (it is: :func:`squall.policy.codec.loads` reads with it),
+which would change the bytes and write a ``NaN`` or an infinity as ``null``;
+the tables keep Python's bytes. Reads give ``json.loads``'s values
+(:func:`squall.policy.codec.loads`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from faust.serializers.codecs import Codec
 from faust.utils.json import JSONEncoder
 
-_ENCODER = JSONEncoder(separators=(",", ":"))  # what faust.utils.json.dumps builds on every call
+from squall.policy.codec import loads
+
+_ENCODER = JSONEncoder(separators=(",", ":"))  # what faust.utils.json.dumps builds on every call without orjson
 
 
 class TableJson(Codec):
@@ -47,4 +52,4 @@ class TableJson(Codec):
         return data
 
     def _loads(self, s: bytes) -> Any:
-        return json.loads(s)
+        return loads(s)
