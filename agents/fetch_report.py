@@ -62,7 +62,8 @@ async def send_report(
         if i != own and i != batch:
             key = msg.key if status.url == msg.url else partition_key(status.url, rt.mode)  # its own: the queue's key
             pending.append(await status_topic.send(key=key.encode(), value=status.to_bytes()))
-    await asyncio.gather(*pending)
+    if pending:  # most pages: every status is this partition's, in the one message below
+        await asyncio.gather(*pending)
     signal = fd.signal(msg, ended, pace)
     if own is None:  # no result of the URL itself to carry it: the signal alone, to the queue regulator
         await signals_topic.send(key=msg.key.encode(), value=signal.to_bytes())

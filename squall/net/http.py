@@ -37,8 +37,10 @@ undecodable body, TLS failure), ``url.scheme`` / ``url.host`` /
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -333,7 +335,7 @@ class HttpFetcher:
 def _checked_target(url: str, policy: NetworkPolicy) -> URL:
     """Parse ``url`` and judge an IP-literal host (aiohttp skips the resolver for those)."""
     try:
-        target = URL(url)
+        target = URL(url, encoded=True) if _plain(url) else URL(url)
     except (ValueError, TypeError) as exc:
         raise FetchError(Reason.URL_MALFORMED, f"{url!r}: {exc}") from None
     if target.scheme not in PROTOCOL_SCHEMES:
@@ -341,13 +343,37 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
     host = target.raw_host
     if not host:
         raise FetchError(Reason.URL_HOST, url)
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
+    if not _ip_literal(host):
         return target  # a name: PolicyResolver judges what it resolves to
     if check_address(host, policy) is not None:
         raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{url}: address {host}")
     return target
+
+
+def _plain(url: str) -> bool:
+    """Whether yarl leaves ``url`` as it is: then it is parsed as already encoded, 2 µs instead of 11.
+
+    Plain: http(s), a lower-case name or IPv4 address, an optional port of up
+    to four digits (a longer one may be out of range, which yarl finds only
+    when it is read), and a path and query of RFC 3986 ``pchar`` without ``%`` (nothing to quote or
+    normalize) and without dot segments (``/.`` anywhere, to be safe).
+    """
+    return _PLAIN_TARGET.match(url) is not None and "/." not in url
+
+
+_PLAIN_TARGET = re.compile(
+    r"https?://[a-z0-9.\-]+(?::[0-9]{1,4})?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*)?\Z"
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ip_literal(host: str) -> bool:
+    """Whether ``host`` (yarl's ``raw_host``) is an IP address rather than a name; remembered per host."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _pinned_target(target: URL, address: str, policy: NetworkPolicy) -> tuple[URL, str | None]:
