@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
 from agents.worker_state import state
+from squall.policy.codec import evolve
 from squall.policy.due_index import DueIndex
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import choose, eligible_at_s, next_soon
@@ -169,25 +170,42 @@ def put_back(
     A URL whose record holds a result of that hand-out already
     (:meth:`squall.policy.schedule.UrlRecord.reported_since`: applied in this
     worker's local store before a SIGKILL, while the host record recovered
-    from the changelog lists it in flight) is stored again, so the result
-    reaches the changelog, and indexed at the time that result set.
+    from the changelog lists it in flight; or a URL record that reached the
+    changelog in one produce request while the host record's write, due in
+    the next, did not) is stored again, so the result
+    reaches the changelog, and indexed at the time that result set. Its
+    request counts in the host's ``pages_fetched`` (what a page limit is
+    checked against): the host record lacks the signal that would have
+    counted it, and counting a result that made no request only makes the
+    limit stricter, never looser.
     ``index`` None: the partition's due index is not built yet (its rebuild
     indexes them). ``known``: records the caller read already (not read again).
     """
-    handed_out = {u: host.in_flight.get(u) for u in urls}
+    records = {u: known[u] if known is not None and u in known else url_record(u) for u in urls}
+    reported = _answered(host, records)
     host = host.without_handouts(urls)
+    if reported:
+        host = evolve(host, pages_fetched=host.pages_fetched + len(reported))
     save_host(host)
     for url in urls:
-        r = known[url] if known is not None and url in known else url_record(url)
+        r = records[url]
         if r is None:
             continue
-        at_s = handed_out[url]
-        if at_s is not None and r.reported_since(at_s):
-            store_again(r, at_s)
+        if url in reported:
+            store_again(r, reported[url])
         if index is not None and r.next_fetch_at_s is not None:
             index.push(host.key, r.url, r.next_fetch_at_s, r.priority)
     if index is not None:
         index.set_host_ready(host.key, eligible_at_s(host, now_s, config().handout))
+
+
+def _answered(host: HostRecord, records: Mapping[str, UrlRecord | None]) -> dict[str, float]:
+    """Those of ``records`` whose stored result answers their hand-out in ``host``: URL → hand-out time (Unix s)."""
+    return {
+        url: at_s
+        for url, r in records.items()
+        if r is not None and (at_s := host.in_flight.get(url)) is not None and r.reported_since(at_s)
+    }
 
 
 def store_again(record: UrlRecord, handed_out_at_s: float) -> None:

@@ -3,7 +3,7 @@
 A whole crawl's CPU per page moves by ±25 % between runs on a shared machine
 (docs/benchmarks.md), so a step that saves a few microseconds a page cannot
 be seen there; here each step is timed alone, in this process, over inputs
-that miss every cache (a new set of keys or URLs each round):
+that never repeat (a new key or URL each call):
 
 * ``table put``: one RocksDB put of a 400-byte value to a table store, with
   the write-ahead log (Faust's ``RocksDBOptions``) and without it
@@ -17,7 +17,7 @@ that miss every cache (a new set of keys or URLs each round):
   ``ipaddress`` (the way before) and by ``squall.net.http._checked_target``.
 
 CPU time of this process (``time.process_time``), the median of ``--rounds``
-rounds of ``--ops`` operations. A benchmark: nothing asserted. Run::
+rounds of ``--ops`` operations (``benchmarks.documents.cpu_ms_per_page``). A benchmark: nothing asserted. Run::
 
     .venv/bin/python benchmarks/steps.py [--ops 20000] [--rounds 7]
 """
@@ -29,33 +29,20 @@ import ipaddress
 import itertools
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.documents import cpu_ms_per_page
 from benchmarks.warc import commit
 
-Timed = Callable[[int], Callable[[], object]]  # round number → a step that takes a new input on each call
+Step = Callable[[], object]  # one operation; each call takes a new input (keys and URLs never repeat)
 
 
-def _median_us(make: Timed, ops: int, rounds: int) -> float:
-    make(-1)()  # warm-up: imports, first allocations
-    samples = []
-    for r in range(rounds):
-        step = make(r)
-        start = time.process_time()
-        for _ in range(ops):
-            step()
-        samples.append((time.process_time() - start) * 1e6 / ops)
-    return statistics.median(samples)
-
-
-def _puts(directory: Path, walfree: bool) -> Timed:
+def _puts(directory: Path, walfree: bool) -> Step:
     from faust.stores.rocksdb import RocksDBOptions
 
     from squall.worker.table_store import WalFreeOptions
@@ -63,12 +50,8 @@ def _puts(directory: Path, walfree: bool) -> Timed:
     options = WalFreeOptions(use_rocksdict=True) if walfree else RocksDBOptions(use_rocksdict=True)
     db = options.open(directory / ("walfree" if walfree else "wal"))
     value = b"v" * 400
-
-    def make(r: int) -> Callable[[], object]:
-        keys = (b"http://127.0.0.%d:8080/p/%d-%d.html" % (i % 200, r, i) for i in itertools.count())
-        return lambda: db.put(next(keys), value)
-
-    return make
+    keys = (b"http://127.0.0.%d:8080/p/%d.html" % (i % 200, i) for i in itertools.count())
+    return lambda: db.put(next(keys), value)
 
 
 def _url_record() -> bytes:
@@ -92,22 +75,19 @@ def _url_record() -> bytes:
     return TableJson().dumps(record.to_dict())
 
 
-def _reads(loads: Callable[[bytes], object]) -> Timed:
+def _reads(loads: Callable[[bytes], object]) -> Step:
     raw = _url_record()
-    return lambda r: lambda: loads(raw)
+    return lambda: loads(raw)
 
 
-def _urls(r: int) -> Iterator[str]:
-    return (f"http://127.0.{r % 250}.{i % 250}:8080/p/{r}/{i}.html" for i in itertools.count())
-
-
-def _targets(ours: bool) -> Timed:
+def _targets(ours: bool) -> Step:
     from yarl import URL
 
     from squall.net.http import _checked_target
     from squall.policy.netsafety import NetworkPolicy, check_address
 
     policy = NetworkPolicy(allow=(ipaddress.ip_network("127.0.0.0/8"),))
+    urls = (f"http://127.0.0.{i % 250}:8080/p/{i}.html" for i in itertools.count())  # 250 hosts, as a crawl has
 
     def before(url: str) -> object:  # the way before: a full parse, then the IP-literal test by ipaddress
         target = URL(url)
@@ -118,13 +98,9 @@ def _targets(ours: bool) -> Timed:
             return target
         return check_address(host, policy) or target
 
-    def make(r: int) -> Callable[[], object]:
-        urls = _urls(r)
-        if ours:
-            return lambda: _checked_target(next(urls), policy)
-        return lambda: before(next(urls))
-
-    return make
+    if ours:
+        return lambda: _checked_target(next(urls), policy)
+    return lambda: before(next(urls))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             ("fetch target", "yarl parse, ipaddress", _targets(False), "_checked_target", _targets(True)),
         ]
         for step, before_name, before, ours_name, ours in rows:
-            then = _median_us(before, args.ops, args.rounds)
-            now = _median_us(ours, args.ops, args.rounds)
+            then = cpu_ms_per_page(before, args.ops, args.rounds) * 1000.0
+            now = cpu_ms_per_page(ours, args.ops, args.rounds) * 1000.0
             print(f"{step:<12}  {before_name:<21}  {then:6.2f}  {ours_name:<22}  {now:5.2f}  {now / then:15.2f}")
     return 0
 

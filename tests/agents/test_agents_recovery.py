@@ -53,7 +53,8 @@ def _restarted(monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Written, fl
         url=DONE, key=HOST, status=Status.FETCHED, last_fetch_at_s=handed_out_at_s + 1, next_fetch_at_s=tomorrow
     ).to_dict()
     urls[TODO.encode()] = UrlRecord(url=TODO, key=HOST, next_fetch_at_s=now - 20).to_dict()
-    hosts[HOST.encode()] = HostRecord(key=HOST, delay_s=0.2).with_handout([DONE, TODO], handed_out_at_s).to_dict()
+    host = HostRecord(key=HOST, delay_s=0.2, page_limit=5, pages_fetched=2)
+    hosts[HOST.encode()] = host.with_handout([DONE, TODO], handed_out_at_s).to_dict()
     urls.writes.clear()
     hosts.writes.clear()
     agent_runtime.state().assigned_at = {P: since}
@@ -72,6 +73,7 @@ def test_a_stranded_hand_out_whose_result_is_stored_is_written_again_and_not_put
     assert urls.writes == [DONE.encode()]  # its result reaches the changelog; the other is not touched
     host = HostRecord.from_dict(topology.app.squall_tables.hosts[HOST.encode()])
     assert host.in_flight == {} and host.next_fetch_at_s >= since + 0.2  # both released, the take-over rule kept
+    assert host.pages_fetched == 3  # DONE's request counts against a page limit; TODO made none
     index = agent_runtime.state().indexes[P]
     assert index.take(HOST, now + 1, 10) == [TODO]  # DONE is not due again before tomorrow
     assert index.take(HOST, now + 86400, 10) == [DONE]
@@ -87,6 +89,7 @@ def test_a_copy_of_a_hand_out_whose_result_is_stored_is_settled_and_not_fetched(
     assert urls.writes == [DONE.encode()]
     host = HostRecord.from_dict(topology.app.squall_tables.hosts[HOST.encode()])
     assert host.in_flight == {TODO: at}  # its place is free again
+    assert host.pages_fetched == 3  # and its request counted, as its lost signal would have (a page limit holds)
     assert not superseded(runtime, FetchMessage(url=TODO, key=HOST, handed_out_at_s=at))  # no result yet: fetched
     assert urls.writes == [DONE.encode()]
 
