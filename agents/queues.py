@@ -169,15 +169,14 @@ def put_back(
 
     A URL whose record holds a result of that hand-out already
     (:meth:`squall.policy.schedule.UrlRecord.reported_since`: applied in this
-    worker's local store before a SIGKILL, while the host record recovered
-    from the changelog lists it in flight; or a URL record that reached the
-    changelog in one produce request while the host record's write, due in
-    the next, did not) is stored again, so the result
-    reaches the changelog, and indexed at the time that result set. Its
-    request counts in the host's ``pages_fetched`` (what a page limit is
-    checked against): the host record lacks the signal that would have
-    counted it, and counting a result that made no request only makes the
-    limit stricter, never looser.
+    worker's local store before a SIGKILL, while the host record recovered from
+    the changelog lists it in flight; or a URL record that reached the
+    changelog in one produce request while the host record's write, due in the
+    next, did not) is stored again, so the result reaches the changelog, and
+    indexed at the time that result set. Its request counts in the host's
+    ``pages_fetched`` (what a page limit is checked against): the host record
+    lacks the signal that would have counted it, and counting a result that
+    made no request only makes the limit stricter, never looser.
     ``index`` None: the partition's due index is not built yet (its rebuild
     indexes them). ``known``: records the caller read already (not read again).
     """

@@ -351,12 +351,13 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
 
 
 def _plain(url: str) -> bool:
-    """Whether yarl leaves ``url`` as it is: then it is parsed as already encoded, 2 µs instead of 11.
+    """Whether yarl leaves ``url`` as it is: then it is parsed as already encoded, skipping yarl's quoting.
 
     Plain: http(s), a lower-case name or IPv4 address, an optional port of up
     to four digits (a longer one may be out of range, which yarl finds only
-    when it is read), and a path and query of RFC 3986 ``pchar`` without ``%`` (nothing to quote or
-    normalize) and without dot segments (``/.`` anywhere, to be safe).
+    when it is read), and a path and query of RFC 3986 ``pchar`` without
+    ``%`` (nothing to quote or normalize) and without dot segments (``/.``
+    anywhere, to be safe).
     """
     return _PLAIN_TARGET.match(url) is not None and "/." not in url
 
