@@ -37,8 +37,6 @@ undecodable body, TLS failure), ``url.scheme`` / ``url.host`` /
 from __future__ import annotations
 
 import asyncio
-import functools
-import ipaddress
 import logging
 import re
 import socket
@@ -58,6 +56,7 @@ from squall.net.connection import AddrInfo, GetAddrInfo, PolicyResolver, _Framin
 from squall.net.content_coding import ACCEPT_ENCODING, HAS_BROTLI, decoder_for  # noqa: F401 (re-exported)
 from squall.net.warc import payload_digest
 from squall.policy.netsafety import NetworkPolicy, check_address
+from squall.policy.partition import is_ip_literal
 from squall.policy.reasons import Reason
 from squall.settings import Settings
 
@@ -280,11 +279,7 @@ class HttpFetcher:
                 within ``http.timeout.connect``.
         """
         literal = host.strip("[]")
-        try:
-            ipaddress.ip_address(literal)
-        except ValueError:
-            pass
-        else:
+        if is_ip_literal(literal):
             if check_address(literal, self.config.network) is not None:
                 raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"address {host}")
             return [literal]
@@ -343,7 +338,7 @@ def _checked_target(url: str, policy: NetworkPolicy) -> URL:
     host = target.raw_host
     if not host:
         raise FetchError(Reason.URL_HOST, url)
-    if not _ip_literal(host):
+    if not is_ip_literal(host):
         return target  # a name: PolicyResolver judges what it resolves to
     if check_address(host, policy) is not None:
         raise BlockedAddress(Reason.FETCH_BLOCKED_ADDRESS, f"{url}: address {host}")
@@ -365,16 +360,6 @@ def _plain(url: str) -> bool:
 _PLAIN_TARGET = re.compile(
     r"https?://[a-z0-9.\-]+(?::[0-9]{1,4})?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*)?\Z"
 )
-
-
-@functools.lru_cache(maxsize=4096)
-def _ip_literal(host: str) -> bool:
-    """Whether ``host`` (yarl's ``raw_host``) is an IP address rather than a name; remembered per host."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _pinned_target(target: URL, address: str, policy: NetworkPolicy) -> tuple[URL, str | None]:

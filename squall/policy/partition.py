@@ -14,6 +14,7 @@ queue.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -86,8 +87,9 @@ def is_public_suffix(name: str) -> bool:
     return result.suffix == name and not result.domain
 
 
+@functools.lru_cache(maxsize=4096)
 def is_ip_literal(host: str) -> bool:
-    """True when ``host`` is an IPv4 or IPv6 address (brackets allowed), not a name."""
+    """True when ``host`` is an IPv4 or IPv6 address (brackets allowed), not a name; remembered per host."""
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:

@@ -12,7 +12,6 @@ the depth, whether the host was seeded and the host's URL count.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
-from squall.policy.partition import partition_for_key, partition_key
+from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
 from squall.policy.traps import TrapConfig, check_url
@@ -280,19 +279,11 @@ def _host_in_scope(host: str, host_seeded: bool, config: ScopeConfig) -> bool:
     host = host.rstrip(".")
     if host in config.hosts_allow:
         return True
-    if not config.domains_allow or _is_ip(host):
+    if not config.domains_allow or is_ip_literal(host):
         return False
     labels = host.split(".")
     # "a.b.example.com" is below any of "a.b.example.com", "b.example.com", "example.com", "com"
     return any(".".join(labels[i:]) in config.domains_allow for i in range(len(labels)))
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _query_params(query: str) -> int:

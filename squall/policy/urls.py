@@ -335,10 +335,9 @@ def _valid_host(parts: SplitResult, url: str) -> str:
     labels = host.split(".")
     if len(host) > _MAX_HOST_LENGTH or not all(_LABEL_RE.fullmatch(label) for label in labels):
         raise InvalidURL(Reason.URL_HOST, url)
+    # a host ending in a number is an IPv4 address or nothing (URL living standard)
     if labels[-1].isdigit() and not _is_ipv4(host):
-        raise InvalidURL(
-            Reason.URL_HOST, url
-        )  # a host ending in a number is an IPv4 address or nothing (URL living standard)
+        raise InvalidURL(Reason.URL_HOST, url)
     return host
 
 

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from squall.net.http import _checked_target, _ip_literal, _plain
+from squall.net.http import _checked_target, _plain
 from squall.policy.netsafety import NetworkPolicy
+from squall.policy.partition import is_ip_literal
 
 REST = st.text(alphabet="abcAZ09-._~!$&'()*+,;=:@/?%#[] .\u00e9", max_size=25)
 
@@ -60,5 +61,5 @@ def test_plain_urls_are_the_common_ones_and_the_others_take_the_full_parse() -> 
 def test_the_target_of_an_ip_literal_is_judged_and_a_name_is_left_to_the_resolver() -> None:
     policy = NetworkPolicy()
     assert _checked_target("http://h.example/p", policy).raw_host == "h.example"
-    assert _ip_literal("127.0.0.1") and _ip_literal("::1") and not _ip_literal("h.example")
-    assert not _ip_literal("127.0.0.1.example")
+    assert is_ip_literal("127.0.0.1") and is_ip_literal("::1") and not is_ip_literal("h.example")
+    assert not is_ip_literal("127.0.0.1.example")
