@@ -86,6 +86,7 @@ from faust.types import TP, Message
 from mode import Service, ServiceT
 
 from squall.policy.lease import Fence
+from squall.worker.changelog_producer import Producer as ChangelogProducer
 from squall.worker.drain import SeekEpochs, deliver
 from squall.worker.group_lease import GroupLease
 from squall.worker.offset_commit import StuckWatch, committable_offset
@@ -424,13 +425,14 @@ class ConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
 
 
 class Transport(aiokafka_driver.Transport):
-    """Faust's aiokafka transport with :class:`Consumer`.
+    """Faust's aiokafka transport with :class:`Consumer` and :class:`squall.worker.changelog_producer.Producer`.
 
     The ``SQUALL_TEST_LATE_TOPICS`` test hook (:func:`squall.worker.topic_setup.late_topics`)
     defers Faust's creation of the named topics.
     """
 
     Consumer: ClassVar[Any] = Consumer
+    Producer: ClassVar[Any] = ChangelogProducer
     _late: ClassVar[set[asyncio.Task]] = set()  # the hook's deferred creations (kept referenced)
 
     async def _create_topic(self, owner: Any, client: Any, topic: str, *args: Any, **kwargs: Any) -> None:

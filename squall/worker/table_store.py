@@ -31,8 +31,9 @@ from typing import Any
 import faust
 import rocksdict
 from faust.stores import rocksdb as faust_rocksdb
-from faust.types import StoreT
+from faust.types import TP, StoreT
 
+from squall.worker.changelog_producer import Producer as ChangelogProducer
 from squall.worker.table_codec import TableJson
 
 
@@ -49,7 +50,8 @@ class WalFreeOptions(faust_rocksdb.RocksDBOptions):
 
 
 class SquallTable(faust.Table):
-    """``faust.Table`` with one :class:`TableJson` for its changelog and its store, and WAL-free RocksDB stores.
+    """``faust.Table`` with one :class:`TableJson` for its changelog and its store, WAL-free RocksDB stores, and
+    changelog records handed to aiokafka directly (:mod:`squall.worker.changelog_producer`).
 
     The codec instance is shared by both halves of a table write (the
     changelog record's encoding and the store's), which is what lets it
@@ -60,10 +62,52 @@ class SquallTable(faust.Table):
 
     def __init__(self, app: faust.types.AppT, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
-        self.value_serializer = TableJson()
+        self.value_serializer = self._codec = TableJson()
+        self._changelog_tps: dict[int, TP] = {}  # partition -> the changelog's TP
 
     def _new_store(self) -> StoreT:
         store = super()._new_store()
         if isinstance(store, faust_rocksdb.Store):  # the memory store of a test app has no options
             store.rocksdb_options = WalFreeOptions(**(store.options or {}), use_rocksdict=store.use_rocksdict)
         return store
+
+    def on_key_set(self, key: Any, value: Any) -> None:
+        """Faust's ``Table.on_key_set``: the changelog record queued at the producer's :meth:`changelog` when it has one."""
+        producer = self._changelog_producer()
+        if producer is None:
+            super().on_key_set(key, value)
+            return
+        partition = self._changelog(producer, key, self._codec.dumps(value))
+        self._maybe_set_key_ttl(key, partition)
+        self._sensor_on_set(self, key, value)
+
+    def on_key_del(self, key: Any) -> None:
+        """Faust's ``Table.on_key_del``: a tombstone (no value), queued the same way."""
+        producer = self._changelog_producer()
+        if producer is None:
+            super().on_key_del(key)
+            return
+        partition = self._changelog(producer, key, None)
+        self._maybe_del_key_ttl(key, partition)
+        self._sensor_on_del(self, key)
+
+    def _changelog_producer(self) -> ChangelogProducer | None:
+        producer = self.app.producer
+        if isinstance(producer, ChangelogProducer) and not self.app.in_transaction and not self.use_partitioner:
+            return producer
+        return None
+
+    def _changelog(self, producer: ChangelogProducer, key: Any, value: bytes | None) -> int:
+        """Queue the changelog record of a write to ``key`` in the partition of the event being processed."""
+        partition = self.partition_for_key(key)  # raises TypeError outside an agent's event, as Faust's
+        assert partition is not None  # not use_partitioner (checked by _changelog_producer)
+        tp = self._changelog_tps.get(partition)
+        if tp is None:
+            tp = self._changelog_tps[partition] = TP(self.changelog_topic.get_topic_name(), partition)
+        key_bytes, _ = self.changelog_topic.prepare_key(key, self.key_serializer)
+        producer.changelog(tp, key_bytes, value, self._on_changelog_acknowledged)
+        return partition
+
+    def _on_changelog_acknowledged(self, tp: TP, offset: int) -> None:
+        """Faust's ``Collection._on_changelog_sent`` for a round's last record of ``tp``: the store records its offset."""
+        self.data.set_persisted_offset(tp, offset)

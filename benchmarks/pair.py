@@ -1,0 +1,116 @@
+"""Two checkouts of squall crawled at the same time, run by run: CPU per page of each pair and their ratio.
+
+One crawl after another, the same commit's CPU per 1 000 pages moves by
+±25 % on a shared machine within minutes (docs/benchmarks.md), more than a
+lever of 5–10 % changes it. Crawled at the same time, two checkouts meet
+the same slow and fast spells: ``benchmarks/crawl.py`` runs in each checkout
+at once (each with its own broker, ``--broker-port`` and that port + 10, and
+its own farm; the second starts 2 s after the first), with the same farm
+arguments, and the report pairs their runs in order. The two crawls share
+the machine's cores, so their pages/s is below a lone crawl's; CPU per page
+is what the pairs compare. Which checkout starts first matters a little
+(the second's start meets the first's steady state): run it both ways.
+
+Each checkout needs only its tree: the crawl runs with this interpreter and
+``PYTHONPATH`` set to the checkout, so a ``git worktree add DIR REV`` of an
+earlier commit is enough. Run::
+
+    .venv/bin/python benchmarks/pair.py --before DIR --after . [--json-prefix P] -- --hosts 200 --pages 20 --delay 1 --runs 3
+
+or report two earlier ``--json`` files of ``benchmarks/crawl.py``::
+
+    .venv/bin/python benchmarks/pair.py --report BEFORE.json AFTER.json
+
+A benchmark: nothing asserted; exit status 1 if a crawl failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+Run = dict[str, Any]  # one row of crawl.py's --json "rows"
+
+
+def cpu_per_1k(row: Run) -> float:
+    """CPU-s per 1 000 pages of one crawl (``cpu_s`` over ``pages``)."""
+    return row["cpu_s"] / row["pages"] * 1000.0 if row.get("pages") else float("nan")
+
+
+def pair_lines(before: list[Run], after: list[Run], names: tuple[str, str] = ("before", "after")) -> list[str]:
+    """The report: one line per pair of runs (in order), then the mean and median of after / before."""
+    lines = [
+        f"run  {names[0]} cpu/1k  pages/s  {names[1]} cpu/1k  pages/s  {names[1]} / {names[0]}",
+        "---  "
+        + "-" * (len(names[0]) + 7)
+        + "  -------  "
+        + "-" * (len(names[1]) + 7)
+        + "  -------  "
+        + "-" * (len(names[0]) + len(names[1]) + 3),
+    ]
+    ratios = []
+    for b, a in zip(before, after, strict=False):
+        ratio = cpu_per_1k(a) / cpu_per_1k(b)
+        ratios.append(ratio)
+        lines.append(
+            f"{b['run']:>3}  {cpu_per_1k(b):>{len(names[0]) + 7}.3f}  {b['pps']:>7.1f}  "
+            f"{cpu_per_1k(a):>{len(names[1]) + 7}.3f}  {a['pps']:>7.1f}  {ratio:>{len(names[0]) + len(names[1]) + 3}.3f}"
+        )
+    if ratios:
+        lines.append(
+            f"{names[1]} / {names[0]}, CPU per page, {len(ratios)} pair(s): mean {statistics.fmean(ratios):.3f}, "
+            f"median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}"
+        )
+    return lines
+
+
+def _rows(path: Path) -> list[Run]:
+    return [row for row in json.loads(path.read_text())["rows"] if row["crawler"] != "scrapy"]
+
+
+def _crawl(checkout: Path, port: int, crawl_args: list[str], out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    cmd = [sys.executable, str(checkout / "benchmarks" / "crawl.py"), *crawl_args, "--broker-port", str(port)]
+    with open(out.with_suffix(".log"), "wb") as log:
+        return subprocess.Popen([*cmd, "--json", str(out)], cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--before", type=Path, help="the checkout crawled first (e.g. a git worktree of an earlier commit)")
+    p.add_argument("--after", type=Path, help="the checkout crawled 2 s later")
+    p.add_argument("--broker-port", type=int, default=19982, help="the first crawl's broker; the second's is + 10")
+    p.add_argument("--json-prefix", help="keep the two crawls' --json files (and logs) as PREFIX-before/-after.json")
+    p.add_argument("--report", nargs=2, type=Path, metavar=("BEFORE.json", "AFTER.json"), help="crawl nothing")
+    p.add_argument("crawl_args", nargs="*", help="after --: benchmarks/crawl.py's farm arguments (no --json, --peer)")
+    args = p.parse_args(argv)
+    if args.report:
+        print("\n".join(pair_lines(_rows(args.report[0]), _rows(args.report[1]))))
+        return 0
+    if not (args.before and args.after):
+        p.error("need --before and --after (or --report)")
+    prefix = Path(args.json_prefix) if args.json_prefix else Path(tempfile.mkdtemp(prefix="squall-pair-")) / "pair"
+    outs = {name: Path(f"{prefix}-{name}.json") for name in ("before", "after")}
+    first = _crawl(args.before.resolve(), args.broker_port, args.crawl_args, outs["before"])
+    time.sleep(2)
+    second = _crawl(args.after.resolve(), args.broker_port + 10, args.crawl_args, outs["after"])
+    failed = [name for name, proc in (("before", first), ("after", second)) if proc.wait() != 0]
+    for name in failed:
+        print(f"pair: the {name} crawl failed; its log: {outs[name].with_suffix('.log')}", file=sys.stderr)
+    if failed:
+        return 1
+    print(f"pair: before = {args.before}, after = {args.after}; crawl.py {' '.join(args.crawl_args)}")
+    print("\n".join(pair_lines(_rows(outs["before"]), _rows(outs["after"]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
