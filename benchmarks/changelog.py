@@ -8,8 +8,10 @@ partitions, 350-byte values, each record to a random partition):
 * ``Faust``: ``Topic.send_soon`` with a callback, as ``Collection.send_changelog``
   does it (a ``FutureMessage`` through Faust's ``ProducerBuffer`` to
   ``AIOKafkaProducer.send``), on faust's aiokafka ``Producer``;
-* ``squall``: :meth:`squall.worker.changelog_producer.Producer.changelog`
-  (queued, handed to ``AIOKafkaProducer.send`` by the producer's task).
+* ``squall``: the key's ``Topic.prepare_key`` and
+  :meth:`squall.worker.changelog_producer.Producer.changelog` (queued,
+  handed to ``AIOKafkaProducer.send`` by the producer's task), as
+  ``SquallTable`` does it.
 
 Both with ``producer_linger`` 5 ms (squall's ``kafka.producer.linger.secs``).
 The values come encoded (the table's JSON encoding is the same both ways)
@@ -25,7 +27,8 @@ nothing asserted. Run::
     .venv/bin/python benchmarks/changelog.py [--records 20000] [--rounds 3] [--per-turn 1,4,16,64]
 
 It starts a broker of its own on ``--broker-port`` (``squall.tools.kafka_local``,
-stopped and wiped at the end) unless ``--bootstrap`` names one.
+stopped and wiped at the end) unless ``--bootstrap`` names one (its five
+``bench-changelog-*`` topics are then left there).
 """
 
 from __future__ import annotations
@@ -82,8 +85,11 @@ async def _squall_way(bootstrap: str, topics: list[str]) -> tuple[Any, Send]:
     def on_sent(_tp: TP, _offset: int) -> None:
         pass
 
+    channels = {name: app.topic(name, key_serializer="raw", value_serializer="raw") for name in topics}
+
     def send(topic: str, partition: int, key: bytes, value: bytes) -> None:
-        producer.changelog(tps[topic, partition], key, value, on_sent)
+        key_bytes, _ = channels[topic].prepare_key(key, "raw")  # as SquallTable._changelog does
+        producer.changelog(tps[topic, partition], key_bytes, value, on_sent)
 
     return producer, send
 
@@ -99,6 +105,8 @@ async def _round(
         if i % per_turn == per_turn - 1:
             await asyncio.sleep(0)
     await producer.flush()
+    while producer.buffer.size:  # Faust's flush gives up after 0.1 s without a message sent
+        await producer.flush()
     return (time.process_time() - started) / records * 1e6
 
 

@@ -9,13 +9,15 @@ its own farm; the second starts 2 s after the first), with the same farm
 arguments, and the report pairs their runs in order. The two crawls share
 the machine's cores, so their pages/s is below a lone crawl's; CPU per page
 is what the pairs compare. Which checkout starts first matters a little
-(the second's start meets the first's steady state): run it both ways.
+(the second's start meets the first's steady state): run it both ways
+(``--swap`` starts the ``--after`` checkout first; the report's labels and
+ratios stay after / before).
 
 Each checkout needs only its tree: the crawl runs with this interpreter and
 ``PYTHONPATH`` set to the checkout, so a ``git worktree add DIR REV`` of an
 earlier commit is enough. Run::
 
-    .venv/bin/python benchmarks/pair.py --before DIR --after . [--json-prefix P] -- --hosts 200 --pages 20 --delay 1 --runs 3
+    .venv/bin/python benchmarks/pair.py --before DIR --after . [--swap] [--json-prefix P] -- --hosts 200 --pages 20 --delay 1 --runs 3
 
 or report two earlier ``--json`` files of ``benchmarks/crawl.py``::
 
@@ -46,7 +48,10 @@ def cpu_per_1k(row: Run) -> float:
 
 
 def pair_lines(before: list[Run], after: list[Run], names: tuple[str, str] = ("before", "after")) -> list[str]:
-    """The report: one line per pair of runs (in order), then the mean and median of after / before."""
+    """The report: one line per pair of runs (same crawler label, same run), then the mean and median of after / before.
+
+    Raises ``ValueError`` when the two lists do not hold the same crawlers and runs.
+    """
     lines = [
         f"run  {names[0]} cpu/1k  pages/s  {names[1]} cpu/1k  pages/s  {names[1]} / {names[0]}",
         "---  "
@@ -57,7 +62,9 @@ def pair_lines(before: list[Run], after: list[Run], names: tuple[str, str] = ("b
         + "-" * (len(names[0]) + len(names[1]) + 3),
     ]
     ratios = []
-    for b, a in zip(before, after, strict=False):
+    for b, a in zip(before, after, strict=True):
+        if (b["crawler"], b["run"]) != (a["crawler"], a["run"]):
+            raise ValueError(f"run {b['run']} of {b['crawler']!r} paired with run {a['run']} of {a['crawler']!r}")
         ratio = cpu_per_1k(a) / cpu_per_1k(b)
         ratios.append(ratio)
         lines.append(
@@ -73,7 +80,9 @@ def pair_lines(before: list[Run], after: list[Run], names: tuple[str, str] = ("b
 
 
 def _rows(path: Path) -> list[Run]:
-    return [row for row in json.loads(path.read_text())["rows"] if row["crawler"] != "scrapy"]
+    """The squall crawls of a ``--json`` file, by crawler (label) and run."""
+    rows = [row for row in json.loads(path.read_text())["rows"] if row["crawler"] != "scrapy"]
+    return sorted(rows, key=lambda row: (row["crawler"], row["run"]))
 
 
 def _crawl(checkout: Path, port: int, crawl_args: list[str], out: Path) -> subprocess.Popen[bytes]:
@@ -86,7 +95,8 @@ def _crawl(checkout: Path, port: int, crawl_args: list[str], out: Path) -> subpr
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--before", type=Path, help="the checkout crawled first (e.g. a git worktree of an earlier commit)")
-    p.add_argument("--after", type=Path, help="the checkout crawled 2 s later")
+    p.add_argument("--after", type=Path, help="the checkout crawled 2 s later (with --swap: 2 s earlier)")
+    p.add_argument("--swap", action="store_true", help="start the --after checkout first (the labels stay)")
     p.add_argument("--broker-port", type=int, default=19982, help="the first crawl's broker; the second's is + 10")
     p.add_argument("--json-prefix", help="keep the two crawls' --json files (and logs) as PREFIX-before/-after.json")
     p.add_argument("--report", nargs=2, type=Path, metavar=("BEFORE.json", "AFTER.json"), help="crawl nothing")
@@ -99,15 +109,21 @@ def main(argv: list[str] | None = None) -> int:
         p.error("need --before and --after (or --report)")
     prefix = Path(args.json_prefix) if args.json_prefix else Path(tempfile.mkdtemp(prefix="squall-pair-")) / "pair"
     outs = {name: Path(f"{prefix}-{name}.json") for name in ("before", "after")}
-    first = _crawl(args.before.resolve(), args.broker_port, args.crawl_args, outs["before"])
-    time.sleep(2)
-    second = _crawl(args.after.resolve(), args.broker_port + 10, args.crawl_args, outs["after"])
-    failed = [name for name, proc in (("before", first), ("after", second)) if proc.wait() != 0]
+    order = ["after", "before"] if args.swap else ["before", "after"]
+    procs = {}
+    for k, name in enumerate(order):
+        if k:
+            time.sleep(2)
+        procs[name] = _crawl(getattr(args, name).resolve(), args.broker_port + 10 * k, args.crawl_args, outs[name])
+    failed = [name for name in order if procs[name].wait() != 0]
     for name in failed:
         print(f"pair: the {name} crawl failed; its log: {outs[name].with_suffix('.log')}", file=sys.stderr)
     if failed:
         return 1
-    print(f"pair: before = {args.before}, after = {args.after}; crawl.py {' '.join(args.crawl_args)}")
+    print(
+        f"pair: before = {args.before}, after = {args.after}, {order[0]} started first; "
+        f"crawl.py {' '.join(args.crawl_args)}"
+    )
     print("\n".join(pair_lines(_rows(outs["before"]), _rows(outs["after"]))))
     return 0
 

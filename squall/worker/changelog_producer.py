@@ -6,19 +6,19 @@ producer's ``ProducerBuffer``, whose task hands it, one await each, to
 ``Topic.publish_message`` and Faust's ``Producer.send``, then to aiokafka's
 ``AIOKafkaProducer.send``; each acknowledgement then runs
 ``Collection._on_changelog_sent``, which writes that record's offset into
-the table's store (``Store.set_persisted_offset``). Measured on this
-project's machine against a real broker, that is 80–100 CPU-µs a record,
-against 6–20 for ``AIOKafkaProducer.send`` itself; a crawled page makes three
-or four such writes (its URL, its host, its audit record).
+the table's store (``Store.set_persisted_offset``). A crawled page makes
+three or four such writes (its URL, its host, its audit record); what that
+way costs against this one: ``benchmarks/changelog.py`` (docs/benchmarks.md).
 
 :meth:`Producer.changelog` takes the encoded record instead and queues it
 with the others of its changelog partition. A task of the producer
 (:meth:`Producer._write_changelogs`) wakes after the loop turn that queued
-them and hands every queued record to ``AIOKafkaProducer.send``, in order
-(aiokafka appends each to its open batch of that partition). Only the last
-record of each partition in a round has a callback: once acknowledged, the
-partition's ``on_sent(tp, offset)`` gets its offset, and the table records
-that one offset (Faust's recovery replays from the offset after it).
+the first and hands every queued record to ``AIOKafkaProducer.send``, in
+order (aiokafka appends each to its open batch of that partition). A record
+leaves the queue only once aiokafka has it. The last record of each
+partition in a round has a callback: once acknowledged, the partition's
+``on_sent(tp, offset)`` gets its offset, and the table records that one
+offset (Faust's recovery replays from the offset after it).
 
 What Faust's way guarantees still holds:
 
@@ -26,25 +26,33 @@ What Faust's way guarantees still holds:
   a partition's records in the order of its writes; aiokafka keeps them in
   that order.
 * **No offset is committed before the changelog records of its writes are
-  acknowledged.** Faust's consumer calls :meth:`Producer.flush` before each
-  commit (``Consumer.commit``), its table recovery before a rebalance, and
-  the producer at stop: here it first hands over what is queued, then waits
-  for aiokafka as Faust's flush does.
-* **Errors as before.** A record the broker refuses in the end (after
-  aiokafka's retries) is logged, and its offset not recorded, as Faust's
-  callback did; an error from ``send`` itself (aiokafka's buffer stays full
-  past ``producer_request_timeout``, the producer is closed) stops the task,
-  and with it the producer service, as it stops Faust's buffer task.
+  handed over and acknowledged.** Faust's consumer calls
+  :meth:`Producer.flush` before each commit (``Consumer.commit``), the app
+  before a revoke and at stop, its table recovery after an assignment: here
+  it first hands over what is queued, then waits for aiokafka as Faust's
+  flush does. A round cut short (a flush cancelled, an error from ``send``)
+  leaves the records it had not handed over queued, in order; a flush that
+  cannot hand them over raises, so the commit after it does not happen.
+* **Back-pressure.** Faust's conductor awaits the producer buffer's
+  ``wait_until_ebb`` before each message it delivers; here it also hands
+  over the queue, waiting when aiokafka's buffer is full, once more than
+  ``ProducerBuffer.max_messages`` changelog records are queued.
+* **Errors are seen.** A record the broker refuses in the end (after
+  aiokafka's retries) is logged, and its offset not recorded; an error from
+  ``send`` in the producer's task stops the task, and with it the producer
+  service, as it stops Faust's buffer task.
 
 A table of :mod:`squall.worker.table_store` uses this path when the app's
-producer is this class and the app is not in a transaction
-(``processing_guarantee="exactly_once"``); otherwise Faust's own.
+producer is this class, the app is not in a transaction (Faust's
+``processing_guarantee="exactly_once"``) and the table does not leave the
+partition to Faust's partitioner (``use_partitioner``); otherwise Faust's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -57,6 +65,7 @@ log = logging.getLogger(__name__)
 
 OnSent = Callable[[TP, int], None]  # (changelog partition, offset of the last record acknowledged)
 Record = tuple[bytes | None, bytes | None]  # (key, value); a value of None deletes the key (a tombstone)
+IDLE_S = 0.1  # how often the task looks again while aiokafka's producer is not there (before start, after stop)
 
 
 class Producer(aiokafka_driver.Producer):
@@ -64,10 +73,12 @@ class Producer(aiokafka_driver.Producer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: dict[TP, list[Record]] = {}
-        self._on_sent: dict[TP, OnSent] = {}
+        self._pending: dict[TP, tuple[OnSent, deque[Record]]] = {}
+        self._queued = 0  # records in _pending
         self._ready = asyncio.Event()
         self._round = asyncio.Lock()
+        self._buffer_ebb = self.buffer.wait_until_ebb
+        self.buffer.wait_until_ebb = self._wait_until_ebb  # type: ignore[method-assign]  # the conductor's hook
 
     def changelog(self, tp: TP, key: bytes | None, value: bytes | None, on_sent: OnSent) -> None:
         """Queue one changelog record for ``tp`` (not awaited: table writes are synchronous).
@@ -75,58 +86,93 @@ class Producer(aiokafka_driver.Producer):
         ``on_sent(tp, offset)`` is called when the last record of ``tp`` in
         a round is acknowledged, with its offset.
         """
-        records = self._pending.get(tp)
-        if records is None:
-            records = self._pending[tp] = []
-            self._on_sent[tp] = on_sent
-        records.append((key, value))
+        queued = self._pending.get(tp)
+        if queued is None:
+            queued = self._pending[tp] = (on_sent, deque())
+        queued[1].append((key, value))
+        self._queued += 1
         self._ready.set()
 
     @property
     def changelog_pending(self) -> int:
         """Changelog records queued and not yet handed to aiokafka."""
-        return sum(map(len, self._pending.values()))
+        return self._queued
+
+    def changelog_queued(self, tp: TP) -> list[Record]:
+        """The records of ``tp`` queued and not yet handed to aiokafka, oldest first."""
+        queued = self._pending.get(tp)
+        return list(queued[1]) if queued is not None else []
 
     @Service.task
     async def _write_changelogs(self) -> None:
         while not self.should_stop:
             await self._ready.wait()
+            if self._producer is None:  # not started yet, or stopped: what is queued stays queued
+                await self.sleep(IDLE_S)
+                continue
             await self._send_pending()
 
     async def _send_pending(self) -> None:
         """Hand every queued record to ``AIOKafkaProducer.send``, in order; a callback on each partition's last.
 
-        Before aiokafka's producer is started (or after it is stopped) the
-        records stay queued.
+        A record leaves the queue once ``send`` returned, so a round
+        cancelled or failed mid-way leaves the rest queued, in order (aiokafka
+        appends a record without a wait after its last one, so a cancelled
+        ``send`` never handed its record over). Before aiokafka's producer is
+        started (or after it is stopped) the records stay queued.
         """
         async with self._round:
-            self._ready.clear()
             producer = self._producer
-            if producer is None or not self._pending:
+            if producer is None:
                 return
-            pending, self._pending = self._pending, {}
-            for tp, records in pending.items():
-                for key, value in records:
-                    done = await producer.send(tp.topic, value, key=key, partition=tp.partition)
-                done.add_done_callback(partial(_acknowledged, tp, self._on_sent[tp]))
+            self._ready.clear()
+            while self._pending:
+                tp, (on_sent, records) = next(iter(self._pending.items()))
+                done = None
+                try:
+                    while records:
+                        key, value = records[0]
+                        done = await producer.send(tp.topic, value, key=key, partition=tp.partition)
+                        records.popleft()
+                        self._queued -= 1
+                        done.add_done_callback(partial(_refused, tp))
+                finally:
+                    if done is not None:
+                        done.add_done_callback(partial(_acknowledged, tp, on_sent))
+                del self._pending[tp]
+
+    async def _wait_until_ebb(self) -> None:
+        """Faust's ``ProducerBuffer.wait_until_ebb``, then the changelog queue handed over if it is over that size."""
+        await self._buffer_ebb()
+        if self._queued > self.buffer.max_messages:
+            await self._send_pending()
 
     async def flush(self) -> None:
-        """Send the queued changelog records, then wait for everything sent to be acknowledged (Faust's flush)."""
+        """Hand over the queued changelog records, then wait for everything sent to be acknowledged (Faust's flush).
+
+        Raises what ``AIOKafkaProducer.send`` raised for a record it could
+        not take (the record stays queued).
+        """
         await self._send_pending()
         await super().flush()
 
     async def on_stop(self) -> None:
-        """Send the queued changelog records before Faust stops aiokafka's producer (which flushes it)."""
-        await self._send_pending()
-        await super().on_stop()
+        """Hand over the queued changelog records, then stop as Faust does (aiokafka's producer flushes them)."""
+        try:
+            await self._send_pending()
+        except Exception:
+            log.exception("squall: %d changelog record(s) could not be sent at stop", self._queued)
+        finally:
+            await super().on_stop()
+
+
+def _refused(tp: TP, done: asyncio.Future) -> None:
+    """Log a record of ``tp`` the broker refused in the end (aiokafka's retries spent)."""
+    if not done.cancelled() and (error := done.exception()) is not None:
+        log.error("squall: a changelog record of %s was not written: %r", tp, error)
 
 
 def _acknowledged(tp: TP, on_sent: OnSent, done: asyncio.Future) -> None:
-    """The last record of a round for ``tp`` acknowledged: ``on_sent(tp, its offset)``; refused: logged."""
-    if done.cancelled():
-        return
-    error = done.exception()
-    if error is not None:
-        log.error("squall: a changelog record of %s was not written: %r", tp, error)
-        return
-    on_sent(tp, done.result().offset)
+    """The last record of a round for ``tp`` acknowledged: ``on_sent(tp, its offset)`` (refused: :func:`_refused`)."""
+    if not done.cancelled() and done.exception() is None:
+        on_sent(tp, done.result().offset)

@@ -100,9 +100,16 @@ class SquallWorker(faust.Worker):
         super().__init__(app, *args, **kwargs)
 
     async def stop(self) -> None:
-        """Faust's stop (the producer flushed, the tables closed); then, unless it crashed, the datadir's clean mark."""
+        """Faust's stop (the producer flushed, the tables closed); then the datadir's clean mark.
+
+        No mark when it crashed or left table changelog records unsent: the
+        next start rebuilds the tables from the changelogs (``drop_unclean_tables``).
+        """
         await super().stop()
-        if self.crash_reason is None:
+        unsent = getattr(self.app.producer, "changelog_pending", 0)  # squall.worker.changelog_producer.Producer
+        if unsent:
+            log.warning("squall: %d table changelog record(s) not sent: no clean mark, the next start rebuilds", unsent)
+        if self.crash_reason is None and not unsent:
             mark_clean(self.squall_datadir)
 
     async def start(self) -> None:

@@ -77,7 +77,8 @@ class SquallTable(faust.Table):
         if producer is None:
             super().on_key_set(key, value)
             return
-        partition = self._changelog(producer, key, self._codec.dumps(value))
+        partition = self._partition(key)  # before the encoding: it raises outside an agent's event
+        self._changelog(producer, partition, key, self._codec.dumps(value))
         self._maybe_set_key_ttl(key, partition)
         self._sensor_on_set(self, key, value)
 
@@ -87,7 +88,8 @@ class SquallTable(faust.Table):
         if producer is None:
             super().on_key_del(key)
             return
-        partition = self._changelog(producer, key, None)
+        partition = self._partition(key)
+        self._changelog(producer, partition, key, None)
         self._maybe_del_key_ttl(key, partition)
         self._sensor_on_del(self, key)
 
@@ -97,16 +99,19 @@ class SquallTable(faust.Table):
             return producer
         return None
 
-    def _changelog(self, producer: ChangelogProducer, key: Any, value: bytes | None) -> int:
-        """Queue the changelog record of a write to ``key`` in the partition of the event being processed."""
-        partition = self.partition_for_key(key)  # raises TypeError outside an agent's event, as Faust's
+    def _partition(self, key: Any) -> int:
+        """The partition of the event being processed (Faust's ``partition_for_key``: TypeError outside one)."""
+        partition = self.partition_for_key(key)
         assert partition is not None  # not use_partitioner (checked by _changelog_producer)
+        return partition
+
+    def _changelog(self, producer: ChangelogProducer, partition: int, key: Any, value: bytes | None) -> None:
+        """Queue the changelog record of a write to ``key`` in changelog partition ``partition``."""
         tp = self._changelog_tps.get(partition)
         if tp is None:
             tp = self._changelog_tps[partition] = TP(self.changelog_topic.get_topic_name(), partition)
         key_bytes, _ = self.changelog_topic.prepare_key(key, self.key_serializer)
         producer.changelog(tp, key_bytes, value, self._on_changelog_acknowledged)
-        return partition
 
     def _on_changelog_acknowledged(self, tp: TP, offset: int) -> None:
         """Faust's ``Collection._on_changelog_sent`` for a round's last record of ``tp``: the store records its offset."""

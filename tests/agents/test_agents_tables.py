@@ -1,17 +1,21 @@
-"""The tables as the agents use them: the host-record cache (agents.common)."""
+"""The tables as the agents use them: the host-record cache (agents.common); their changelog records at squall's producer."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
+from faust.types import TP
 
 import topology
 from agents import upkeep
 from agents.common import Tables, forget_cached_hosts, load_host, save_host, stored_host, tables
+from agents.status_updater import status_updater
 from squall.policy.frontier import HostRecord
+from squall.worker.changelog_producer import Producer
 
-from .agent_helper import HOST, Sent
+from .agent_helper import HOST, P, Sent
 
 pytestmark = pytest.mark.filterwarnings("error::faust.exceptions.AlreadyConfiguredWarning")
 
@@ -32,3 +36,16 @@ def test_a_saved_host_record_is_read_back_from_the_cache_until_a_rebalance_empti
     forget_cached_hosts()
     assert stored_host(HOST) == HostRecord(key=HOST, delay_s=9.0)
     assert stored_host("absent.example") is None and len(tables().host_cache) == 1  # an absent record is not cached
+
+
+async def test_a_table_write_in_an_agent_s_event_queues_its_changelog_record_at_squall_s_producer(sent: Sent) -> None:
+    producer = topology.app.producer  # not started in these tests: what is queued stays queued
+    assert isinstance(producer, Producer), "the app's transport does not build squall's producer"
+    urls = TP(topology.urls_table.changelog_topic.get_topic_name(), P)
+    hosts = TP(topology.hosts_table.changelog_topic.get_topic_name(), P)
+    async with status_updater.test_context() as agent:
+        await agent.put(key=HOST.encode(), value=b'{"url": "https://example.com/c", "seed": true}', partition=P)
+    key, value = producer.changelog_queued(urls)[-1]
+    assert key == b"https://example.com/c" and value is not None
+    assert json.loads(value) == topology.urls_table[b"https://example.com/c"]  # the bytes the store has too
+    assert producer.changelog_queued(hosts)[-1][0] == HOST.encode()

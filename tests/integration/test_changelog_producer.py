@@ -9,6 +9,7 @@ batches; and the offset each round reports to its table (its last record's).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -109,5 +110,40 @@ def test_records_queued_without_a_flush_are_sent_by_the_producer_s_task_and_at_s
             await producer.stop()  # queued a moment ago: sent before aiokafka's producer closes
         got = await _read(kafka_bootstrap, topic, 1, 2)
         assert [(k, v) for k, v, _ in got[0]] == [(b"a", b"1"), (b"b", b"2")]
+
+    asyncio.run(scenario())
+
+
+def test_a_round_cut_short_leaves_the_rest_queued_in_order_and_the_next_flush_sends_it(kafka_bootstrap: str) -> None:
+    topic = f"changelog-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        await ensure_topics(kafka_bootstrap, {topic: 1})
+        producer = _producer(kafka_bootstrap)
+        tp = TP(topic, 0)
+        written = [(f"k{i}".encode(), f'{{"n":{i},"pad":"{"x" * 40}"}}'.encode()) for i in range(300)]
+        acknowledged: list[int] = []
+        await producer.start()
+        try:
+            for record in written:  # ~60 bytes each: aiokafka's batch of BATCH_BYTES fills, and send() waits
+                producer.changelog(tp, *record, lambda _tp, offset: acknowledged.append(offset))
+            cut = asyncio.ensure_future(producer.flush())
+            for _turn in range(10_000):  # until the round has handed over its first records
+                if producer.changelog_pending < len(written):
+                    break
+                await asyncio.sleep(0)
+            cut.cancel()  # mid-round: some records handed over, the rest not
+            with contextlib.suppress(asyncio.CancelledError):
+                await cut
+            assert 0 < producer.changelog_pending < len(written), (
+                "the round was not cut mid-way, or dropped what it had not handed over"
+            )
+            await producer.flush()
+            assert producer.changelog_pending == 0
+        finally:
+            await producer.stop()
+        got = await _read(kafka_bootstrap, topic, 1, len(written))
+        assert [(k, v) for k, v, _ in got[0]] == written, "records lost, repeated or reordered"
+        assert acknowledged[-1] == len(written) - 1
 
     asyncio.run(scenario())

@@ -8,6 +8,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import pytest
+
 from benchmarks.pair import cpu_per_1k, main
 
 
@@ -32,3 +34,10 @@ def test_each_pair_of_runs_gets_its_ratio_and_the_summary_their_mean_and_median(
 def test_cpu_per_1k_is_nan_without_pages() -> None:
     assert cpu_per_1k({"cpu_s": 2.0, "pages": 4000}) == 0.5
     assert cpu_per_1k({"cpu_s": 2.0, "pages": 0}) != cpu_per_1k({"cpu_s": 2.0, "pages": 0})
+
+
+def test_runs_of_different_crawlers_are_not_paired(tmp_path: Path) -> None:
+    before = _report(tmp_path / "a.json", [10.0])
+    after = _report(tmp_path / "b.json", [9.0], crawler="squall (1 worker, WARC off)")
+    with pytest.raises(ValueError, match="paired with"):
+        main(["--report", str(before), str(after)])
