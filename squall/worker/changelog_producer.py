@@ -38,7 +38,10 @@ What Faust's way guarantees still holds:
   over the queue, waiting when aiokafka's buffer is full, once more than
   ``ProducerBuffer.max_messages`` changelog records are queued.
 * **Errors are seen.** A record the broker refuses in the end (after
-  aiokafka's retries) is logged, and its offset not recorded; an error from
+  aiokafka's retries) is logged, and its offset not recorded: a round's
+  last by the callback, any other by asyncio's handler of a future's
+  exception never retrieved (a callback on every record would cost an
+  event-loop callback each, see ``benchmarks/changelog.py``); an error from
   ``send`` in the producer's task stops the task, and with it the producer
   service, as it stops Faust's buffer task.
 
@@ -135,7 +138,6 @@ class Producer(aiokafka_driver.Producer):
                         done = await producer.send(tp.topic, value, key=key, partition=tp.partition)
                         records.popleft()
                         self._queued -= 1
-                        done.add_done_callback(partial(_refused, tp))
                 finally:
                     if done is not None:
                         done.add_done_callback(partial(_acknowledged, tp, on_sent))
@@ -166,13 +168,11 @@ class Producer(aiokafka_driver.Producer):
             await super().on_stop()
 
 
-def _refused(tp: TP, done: asyncio.Future) -> None:
-    """Log a record of ``tp`` the broker refused in the end (aiokafka's retries spent)."""
-    if not done.cancelled() and (error := done.exception()) is not None:
-        log.error("squall: a changelog record of %s was not written: %r", tp, error)
-
-
 def _acknowledged(tp: TP, on_sent: OnSent, done: asyncio.Future) -> None:
-    """The last record of a round for ``tp`` acknowledged: ``on_sent(tp, its offset)`` (refused: :func:`_refused`)."""
-    if not done.cancelled() and done.exception() is None:
-        on_sent(tp, done.result().offset)
+    """The last record of a round for ``tp`` acknowledged: ``on_sent(tp, its offset)``; refused: logged."""
+    if done.cancelled():
+        return
+    if (error := done.exception()) is not None:
+        log.error("squall: a changelog record of %s was not written: %r", tp, error)
+        return
+    on_sent(tp, done.result().offset)
