@@ -134,12 +134,14 @@ async def _measure(bootstrap: str, records: int, rounds: int, per_turns: list[in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--records", type=int, default=20000, help="records per round")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each way (the table gives their median)")
     p.add_argument("--per-turn", default="1,4,16,64", help="records queued per turn of the event loop, one row each")
-    p.add_argument("--bootstrap", help="an existing broker (default: start one on --broker-port)")
-    p.add_argument("--broker-port", type=int, default=19982)
+    p.add_argument("--bootstrap", help="an existing broker instead of starting one on --broker-port")
+    p.add_argument("--broker-port", type=int, default=19982, help="port of the broker it starts")
     args = p.parse_args(argv)
     per_turns = [int(n) for n in args.per_turn.split(",")]
     from squall.tools import kafka_local

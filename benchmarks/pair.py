@@ -85,6 +85,11 @@ def _rows(path: Path) -> list[Run]:
     return sorted(rows, key=lambda row: (row["crawler"], row["run"]))
 
 
+def _commit(path: Path) -> str:
+    """The commit a ``--json`` file's crawls ran (its header's), or ``?``."""
+    return str(json.loads(path.read_text()).get("meta", {}).get("commit", "?"))
+
+
 def _crawl(checkout: Path, port: int, crawl_args: list[str], out: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     cmd = [sys.executable, str(checkout / "benchmarks" / "crawl.py"), *crawl_args, "--broker-port", str(port)]
@@ -97,17 +102,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", type=Path, help="the checkout crawled first (e.g. a git worktree of an earlier commit)")
     p.add_argument("--after", type=Path, help="the checkout crawled 2 s later (with --swap: 2 s earlier)")
     p.add_argument("--swap", action="store_true", help="start the --after checkout first (the labels stay)")
-    p.add_argument("--broker-port", type=int, default=19982, help="the first crawl's broker; the second's is + 10")
-    p.add_argument("--json-prefix", help="keep the two crawls' --json files (and logs) as PREFIX-before/-after.json")
-    p.add_argument("--report", nargs=2, type=Path, metavar=("BEFORE.json", "AFTER.json"), help="crawl nothing")
+    p.add_argument(
+        "--broker-port",
+        type=int,
+        default=19982,
+        help="the first crawl's broker port (default 19982); the second's is this + 10",
+    )
+    p.add_argument(
+        "--json-prefix",
+        help="the two crawls' --json files (and logs): PREFIX-before.json, PREFIX-after.json (default: a new temporary directory; printed either way)",
+    )
+    p.add_argument(
+        "--report",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE.json", "AFTER.json"),
+        help="crawl nothing: report two earlier --json files of crawl.py (or of pair.py's --json-prefix)",
+    )
     p.add_argument("crawl_args", nargs="*", help="after --: benchmarks/crawl.py's farm arguments (no --json, --peer)")
     args = p.parse_args(argv)
     if args.report:
-        print("\n".join(pair_lines(_rows(args.report[0]), _rows(args.report[1]))))
+        before, after = args.report
+        print(f"pair: before = {before} ({_commit(before)}), after = {after} ({_commit(after)})")
+        print("\n".join(pair_lines(_rows(before), _rows(after))))
         return 0
     if not (args.before and args.after):
         p.error("need --before and --after (or --report)")
-    prefix = Path(args.json_prefix) if args.json_prefix else Path(tempfile.mkdtemp(prefix="squall-pair-")) / "pair"
+    prefix = (
+        Path(args.json_prefix).resolve() if args.json_prefix else Path(tempfile.mkdtemp(prefix="squall-pair-")) / "pair"
+    )
+    print(f"pair: the crawls' reports and logs: {prefix}-before.json, {prefix}-after.json (.log)", flush=True)
     outs = {name: Path(f"{prefix}-{name}.json") for name in ("before", "after")}
     order = ["after", "before"] if args.swap else ["before", "after"]
     procs = {}
@@ -121,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         return 1
     print(
-        f"pair: before = {args.before}, after = {args.after}, {order[0]} started first; "
-        f"crawl.py {' '.join(args.crawl_args)}"
+        f"pair: before = {args.before} ({_commit(outs['before'])}), after = {args.after} ({_commit(outs['after'])}), "
+        f"{order[0]} started first; crawl.py {' '.join(args.crawl_args)}"
     )
     print("\n".join(pair_lines(_rows(outs["before"]), _rows(outs["after"]))))
     return 0

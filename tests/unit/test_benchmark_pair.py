@@ -16,7 +16,7 @@ from benchmarks.pair import cpu_per_1k, main
 def _report(path: Path, cpu_s: list[float], crawler: str = "squall (1 worker, WARC on)") -> Path:
     rows = [{"crawler": crawler, "run": i + 1, "pages": 4000, "cpu_s": c, "pps": 190.0} for i, c in enumerate(cpu_s)]
     rows.append({"crawler": "scrapy", "run": 1, "pages": 4000, "cpu_s": 1.0, "pps": 190.0})  # left out
-    path.write_text(json.dumps({"rows": rows}))
+    path.write_text(json.dumps({"meta": {"commit": path.stem}, "rows": rows}))
     return path
 
 
@@ -25,6 +25,7 @@ def test_each_pair_of_runs_gets_its_ratio_and_the_summary_their_mean_and_median(
     after = _report(tmp_path / "b.json", [9.0, 8.0, 9.0])
     assert main(["--report", str(before), str(after)]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert lines.pop(0) == f"pair: before = {before} (a), after = {after} (b)"  # each file's commit
     pairs = [line.split() for line in lines[2:5]]
     assert [float(p[1]) for p in pairs] == [2.5, 2.0, 3.0]  # CPU-s per 1 000 pages
     assert [float(p[-1]) for p in pairs] == [0.9, 1.0, 0.75]
