@@ -1,6 +1,6 @@
 """Small helpers the agents share (a helper, no agent).
 
-Host records, the agents' configuration objects and canonicalizer memo
+Host and URL records (read through bounded caches), the agents' configuration objects and canonicalizer memo
 (:func:`config`), the fetch runtime (:func:`fetch_runtime`) and the dead-letter topic.
 """
 
@@ -24,7 +24,7 @@ from squall.policy.pace import PaceConfig
 from squall.policy.partition import PartitionMode
 from squall.policy.render_policy import RenderConfig
 from squall.policy.robots_rules import product_token
-from squall.policy.schedule import ScheduleConfig
+from squall.policy.schedule import ScheduleConfig, UrlRecord
 from squall.policy.scope import LinkJudge, ScopeConfig
 from squall.policy.sitemaps import SitemapConfig
 from squall.policy.urls import CanonicalCache, NormalizerConfig
@@ -103,6 +103,7 @@ def config() -> AgentConfig:
 
 
 HOST_CACHE_ENTRIES = 4096  # decoded host records kept per worker (a page reads its host's record 2-3 times)
+URL_CACHE_ENTRIES = 16384  # decoded URL records kept per worker (a URL is read at its hand-out and at its result)
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,17 @@ class Tables:
     The worker's are :mod:`topology`'s; a test hands in its own by setting ``app.squall_tables``.
     ``host_cache``: the last host records read or written (key → record),
     written through by :func:`save_host`, the only writer of ``hosts``;
-    emptied at every rebalance (:func:`forget_cached_hosts`), when a
-    recovery may change the stores beneath it.
+    ``url_cache``: the same for URL records (URL → record), written through
+    by :func:`save_url` and :func:`delete_url`, the only writers of
+    ``urls``. Both are emptied at every rebalance
+    (:func:`forget_cached_records`), when a recovery may change the stores
+    beneath them. Records are immutable, so a cached one is the stored one.
     """
 
     urls: MutableMapping[bytes, Any]
     hosts: MutableMapping[bytes, Any]
     host_cache: BoundedMemo[str, HostRecord] = field(default_factory=lambda: BoundedMemo(HOST_CACHE_ENTRIES))
+    url_cache: BoundedMemo[str, UrlRecord] = field(default_factory=lambda: BoundedMemo(URL_CACHE_ENTRIES))
 
 
 def tables() -> Tables:
@@ -172,9 +177,42 @@ def save_host(host: HostRecord) -> None:
     held.host_cache.put(host.key, host)
 
 
-def forget_cached_hosts() -> None:
-    """Empty the host-record cache (a rebalance: the tables' recovery writes the stores, not :func:`save_host`)."""
-    tables().host_cache.clear()
+def stored_url(url: str) -> UrlRecord | None:
+    """The record of canonical ``url`` as stored in the urls table, None when it has none."""
+    held = tables()
+    record = held.url_cache.get(url)
+    if record is None:
+        raw = stored(held.urls, url.encode())
+        if raw is None:
+            return None
+        record = UrlRecord.from_dict(raw)
+        held.url_cache.put(url, record)
+    return record
+
+
+def save_url(record: UrlRecord) -> None:
+    """Write ``record`` to the urls table (inside an event of its URL's partition: Faust's changelog)."""
+    held = tables()
+    held.urls[record.url.encode()] = record.to_dict()
+    held.url_cache.put(record.url, record)
+
+
+def delete_url(url: str) -> None:
+    """Delete the record of ``url`` from the urls table (a tombstone in its changelog).
+
+    Raises:
+        KeyError: the table has no record of ``url``.
+    """
+    held = tables()
+    held.url_cache.discard(url)
+    del held.urls[url.encode()]
+
+
+def forget_cached_records() -> None:
+    """Empty the host and URL record caches (a rebalance: the tables' recovery writes the stores, not squall)."""
+    held = tables()
+    held.host_cache.clear()
+    held.url_cache.clear()
 
 
 async def deadletter(value: bytes | None, exc: Exception) -> None:

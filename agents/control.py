@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from agents.common import config, deadletter, fetch_runtime, load_host, save_host, tables
+from agents.common import config, deadletter, delete_url, fetch_runtime, load_host, save_host, tables
 from agents.worker_state import owned_partitions, state
 from squall.errors import InvalidURL, MessageError
 from squall.policy.control import Command, CrawlControl, Op, apply_to_crawl, apply_to_host, crawl_key
@@ -77,12 +77,11 @@ def _drop_urls(key: str, index: DueIndex | None) -> None:
     record no longer has them in flight); a fetch already started finishes
     and its result is recorded. O(URLs stored on this worker), once per command.
     """
-    urls_table = tables().urls
-    urls = [url for url, value in urls_table.items() if isinstance(value, dict) and value.get("key") == key]
+    urls = [url.decode() for url, value in tables().urls.items() if isinstance(value, dict) and value.get("key") == key]
     for url in urls:
-        del urls_table[url]
+        delete_url(url)
         if index is not None:
-            index.remove(url.decode())
+            index.remove(url)
     log.warning("squall: host.delete %s: %d URL record(s) deleted", key, len(urls))
 
 

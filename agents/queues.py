@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from agents.common import config, fetch_runtime, load_host, save_host, stored, tables
+from agents.common import config, fetch_runtime, load_host, save_host, save_url, stored_url
 from agents.worker_state import state
 from squall.policy.codec import evolve
 from squall.policy.due_index import DueIndex
@@ -127,8 +127,7 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
 
 def url_record(url: str) -> UrlRecord | None:
     """The stored record of ``url`` (the urls table), or None."""
-    raw = stored(tables().urls, url.encode())
-    return None if raw is None else UrlRecord.from_dict(raw)
+    return stored_url(url)
 
 
 def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) -> bool:
@@ -214,5 +213,5 @@ def store_again(record: UrlRecord, handed_out_at_s: float) -> None:
     was never produced; only a write reaches the changelog (Faust sends one
     per table write). Inside an event of the URL's partition.
     """
-    tables().urls[record.url.encode()] = record.to_dict()
+    save_url(record)
     log.info("squall: %s has a result of its hand-out at %.3f already: stored again", record.url, handed_out_at_s)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from agents.addresses import host_port
-from agents.common import addresses, config, load_host, save_host, stored, tables
+from agents.common import addresses, config, delete_url, load_host, save_host, save_url, stored_url, tables
 from agents.observe import observed
 from agents.queues import hand_out_next, regulate
 from agents.status_writes import Handled, Writes
@@ -279,10 +279,9 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
     URL lives with its queue's partition; a seeded name stays seeded under
     its new key.
     """
-    raw = stored(tables().urls, url.encode())
-    if raw is None:
+    old = stored_url(url)
+    if old is None:
         return None
-    old = UrlRecord.from_dict(raw)
     seeded = load_host(old.key).seeded_for(host_of(url), config().by_ip)
     log.info("squall: %s moves from %s to %s", url, old.key, key)
     return evolve(
@@ -292,13 +291,13 @@ def _moving(msg: StatusMessage, url: str, key: str) -> bytes | None:
 
 def _forget(url: str) -> None:
     """Delete the record of ``url`` from this partition (it moved with its host) and from the due index."""
-    raw = stored(tables().urls, url.encode())
-    if raw is None:
+    record = stored_url(url)
+    if record is None:
         return
-    index = state().index_for_key(UrlRecord.from_dict(raw).key)
+    index = state().index_for_key(record.key)
     if index is not None:
         index.remove(url)
-    del tables().urls[url.encode()]
+    delete_url(url)
 
 
 def _seed_canonical(url: str) -> str:
@@ -357,15 +356,15 @@ def _apply(
     A result is stored even when it was applied already (a re-delivery): after a SIGKILL the local
     store can hold writes whose changelog records were never produced, and only a write reaches it.
     """
-    if nothing_if_known(msg) and url.encode() in tables().urls:
+    if nothing_if_known(msg) and _known(url):
         return host  # a plain rediscovery: exact dedup on the canonical URL, nothing to decode
     discovered = msg.fetched_at_s is None
-    raw = stored(tables().urls, url.encode())
-    if raw is None and msg.moved is not None:  # byIP: its host moved here; the record came along
-        raw = {**msg.moved, "key": key}
+    found = stored_url(url)
+    if found is None and msg.moved is not None:  # byIP: its host moved here; the record came along
+        found = UrlRecord.from_dict({**msg.moved, "key": key})
         host = evolve(host, url_count=host.url_count + 1)
-        stores.append(UrlRecord.from_dict(raw))
-    if raw is None:
+        stores.append(found)
+    if found is None:
         reason = _out_of_scope(msg, url, host) if discovered else None
         if reason is not None:
             return host.with_rejection(reason)
@@ -375,7 +374,7 @@ def _apply(
             stores.append(record)
             return host
     else:
-        record = UrlRecord.from_dict(raw)
+        record = found
         if record.key != key:  # byIP: its host moved to another address of this same partition
             _forget(url)
             record = evolve(record, key=key)
@@ -383,7 +382,7 @@ def _apply(
     updated = apply(
         record, msg, config().schedule, metadata=md.for_record(record.metadata, msg.metadata, config().persist)
     )
-    if updated is not record or raw is None or not discovered:  # a result applied already too: see the docstring
+    if updated is not record or found is None or not discovered:  # a result applied already too: see the docstring
         stores.append(updated)
     return host
 
@@ -394,8 +393,14 @@ def _out_of_scope(msg: StatusMessage, url: str, host: HostRecord) -> Reason | No
     return check(url, depth=msg.depth, host_seeded=seeded_host, host_url_count=host.url_count, config=config().scope)
 
 
+def _known(url: str) -> bool:
+    """Whether canonical ``url`` has a record in the urls table (the cache first; a miss is a lookup, nothing decoded)."""
+    held = tables()
+    return held.url_cache.get(url) is not None or url.encode() in held.urls
+
+
 def _store(record: UrlRecord, handed_out_at_s: float | None) -> None:
-    tables().urls[record.url.encode()] = record.to_dict()
+    save_url(record)
     index = state().index_for_key(record.key)
     if index is None:
         return

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from agents.common import fetch_runtime, forget_cached_hosts
+from agents.common import fetch_runtime, forget_cached_records
 from agents.observe import observed
 from agents.render import close_pool
 from agents.worker_state import owned_partitions, state
@@ -32,7 +32,7 @@ def stuck_watch() -> StuckWatch:
 
 @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _rebuild_after_recovery(sender, **kwargs) -> None:
-    forget_cached_hosts()  # the recovery wrote the stores of newly assigned partitions beneath the cache
+    forget_cached_records()  # the recovery wrote the stores of newly assigned partitions beneath the cache
     await state().rebuild(owned_partitions())
 
 
@@ -54,7 +54,7 @@ async def _close_on_shutdown(sender, **kwargs) -> None:
 
 @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # Faust's stubs want a keyword `signal` parameter
 async def _drop_revoked(sender, revoked, **kwargs) -> None:
-    forget_cached_hosts()  # bounded memory; a partition that comes back is read anew after its recovery
+    forget_cached_records()  # bounded memory; a partition that comes back is read anew after its recovery
     fetch_runtime().revoke({tp.partition for tp in revoked if tp.topic == fetch_topic.get_topic_name()})
 
 

@@ -238,7 +238,10 @@ def known_here(url: str, partition: int) -> bool:
     index from (recovery done): for any other partition False, so the link
     goes out as it would have.
     """
-    return partition in state().indexes and _in_partition(tables().urls, url.encode(), partition)
+    if partition not in state().indexes:
+        return False
+    held = tables()
+    return held.url_cache.get(url) is not None or _in_partition(held.urls, url.encode(), partition)
 
 
 def refused_here(url: str, partition: int, depth: int) -> Reason | None:

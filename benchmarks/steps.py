@@ -3,7 +3,8 @@
 A whole crawl's CPU per page moves by ±25 % between runs on a shared machine
 (docs/benchmarks.md), so a step that saves a few microseconds a page cannot
 be seen there; here each step is timed alone, in this process, over inputs
-that never repeat (a new key or URL each call):
+that never repeat (a new key or URL each call; the URL record reads go
+round 20 000 stored records):
 
 * ``table put``: one RocksDB put of a 400-byte value to a table store, with
   the write-ahead log (Faust's ``RocksDBOptions``) and without it
@@ -12,6 +13,13 @@ that never repeat (a new key or URL each call):
 * ``JSON read``: one URL record of the urls table read back, by
   ``json.loads`` and by ``squall.policy.codec.loads`` (orjson where it reads
   the text).
+* ``URL record``: one record of the urls table read for a hand-out or a
+  result: from a RocksDB table store (``get``, ``codec.loads``,
+  ``UrlRecord.from_dict``: what a read cost before) and from the worker's
+  cache of recent URL records (``agents.common.stored_url``: one bounded
+  dict lookup when the record was written or read within the last
+  ``URL_CACHE_ENTRIES`` records). A page reads two (its hand-out, its
+  result).
 * ``fetch target``: one plain URL with an IP-literal host made into the
   request target and judged by the SSRF guard, by a full yarl parse and
   ``ipaddress`` (the way before) and by ``squall.net.http._checked_target``.
@@ -39,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.documents import cpu_ms_per_page
 from benchmarks.warc import commit
 
-Step = Callable[[], object]  # one operation; each call takes a new input (keys and URLs never repeat)
+Step = Callable[[], object]  # one operation; each call takes another input
 
 
 def _puts(directory: Path, walfree: bool) -> Step:
@@ -73,6 +81,27 @@ def _url_record() -> bytes:
         archived_at_s=1_765_000_000.125,
     )
     return TableJson().dumps(record.to_dict())
+
+
+def _url_reads(directory: Path, cached: bool) -> Step:
+    from squall.policy.codec import loads
+    from squall.policy.memo import BoundedMemo
+    from squall.policy.schedule import UrlRecord
+    from squall.worker.table_store import WalFreeOptions
+
+    raw, n = _url_record(), 20000
+    urls = [f"http://127.0.0.{i % 200}:8080/p/{i}.html" for i in range(n)]
+    if cached:  # the hit of agents.common.stored_url: the record kept when it was last written or read
+        memo: BoundedMemo[str, UrlRecord] = BoundedMemo(n)
+        for url in urls:
+            memo.put(url, UrlRecord.from_dict(loads(raw)))
+        found = itertools.cycle(urls)
+        return lambda: memo.get(next(found))
+    db = WalFreeOptions(use_rocksdict=True).open(directory / "urls")
+    for url in urls:
+        db.put(url.encode(), raw)
+    keys = itertools.cycle([url.encode() for url in urls])
+    return lambda: UrlRecord.from_dict(loads(db.get(next(keys))))
 
 
 def _reads(loads: Callable[[bytes], object]) -> Step:
@@ -123,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             ("table put", "RocksDB with WAL", _puts(Path(tmp), False), "RocksDB without WAL", _puts(Path(tmp), True)),
             ("JSON read", "json.loads", _reads(json.loads), "codec.loads (orjson)", _reads(loads)),
+            ("URL record", "store, decode, build", _url_reads(Path(tmp), False), "cache hit", _url_reads(Path(tmp), True)),
             ("fetch target", "yarl parse, ipaddress", _targets(False), "_checked_target", _targets(True)),
         ]
         for step, before_name, before, ours_name, ours in rows:

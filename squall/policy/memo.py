@@ -46,6 +46,11 @@ class BoundedMemo(Generic[K, V]):
                 del data[next(iter(data))]  # dicts keep insertion order: the oldest entry first
             data[key] = value
 
+    def discard(self, key: K) -> None:
+        """Forget ``key`` (nothing happens when it is not stored)."""
+        with self._lock:
+            self._data.pop(key, None)
+
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:

@@ -16,7 +16,7 @@ import pytest
 
 import topology
 from agents import worker_state as agent_runtime
-from agents.common import forget_cached_hosts, new_fetch_runtime
+from agents.common import forget_cached_records, new_fetch_runtime
 from squall.policy.due_index import DueIndex
 from squall.policy.partition import partition_for_key
 from squall.worker.fetch_runtime import FetcherRuntime
@@ -74,7 +74,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
     monkeypatch.setattr(topology.app, "squall_worker_state", held)
     for table in (topology.urls_table, topology.hosts_table, topology.robots_table):
         table.data.clear()  # the memory store outlives a test: start each one empty
-    forget_cached_hosts()  # and so does the host-record cache (agents.common)
+    forget_cached_records()  # and so does the host-record cache (agents.common)
     yield record
 
 

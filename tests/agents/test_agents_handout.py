@@ -14,7 +14,7 @@ from faust.types.tuples import Message
 import topology
 from agents import status_updater as su
 from agents import worker_state as agent_runtime
-from agents.common import forget_cached_hosts
+from agents.common import forget_cached_records
 from agents.status_updater import status_updater
 from squall.policy.frontier import HostRecord
 from squall.policy.reasons import Status
@@ -154,7 +154,7 @@ async def test_a_result_applied_in_process_that_fails_is_dead_lettered_with_its_
     async def run_here(msg: FetchMessage, event) -> None:  # nxt's fetch ends at once; its host record is bad by then
         bad = HostRecord(key=HOST, backoff={"attempts": "many"}).with_handout([nxt], msg.handed_out_at_s)
         topology.hosts_table.data[HOST.encode()] = bad.to_dict()  # a record of another shape: update() fails
-        forget_cached_hosts()
+        forget_cached_records()
         results.append(_fetched(nxt, msg.handed_out_at_s))
         assert await su.apply_here(results[-1], event) is True
 
