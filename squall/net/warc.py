@@ -13,8 +13,11 @@ of the page's response record (:meth:`WarcWriter.write_conversion`).
 Files are named ``<prefix>-<UTC yyyymmddHHMMSS>-<serial, 5 digits>.warc.gz``
 (the timestamp is when the file was opened; the serial counts files of this
 writer from 00000 and is bumped past any name that already exists). Each file
-starts with a ``warcinfo`` record. Each record is made by FastWARC's
-``WarcRecord.write`` and compressed on its own into one gzip member (WARC/1.1
+starts with a ``warcinfo`` record. Each record is laid out as WARC 1.1 §4
+gives it (the version line, the named fields, an empty line, the block, two
+line ends: byte for byte what FastWARC's ``WarcRecord.write`` makes of the
+same fields, which the tests hold it to, without building its header map
+field by field) and compressed on its own into one gzip member (WARC/1.1
 Annex D) by zlib-ng (python-zlib-ng) at level 6; each record's ``WARC-Block-Digest`` and
 ``WARC-Payload-Digest`` are SHA-1 in base32 (§5.8, §5.9), as warcio writes and
 ``warcio check`` verifies. After every fetch the file is flushed to the
@@ -50,7 +53,6 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from fastwarc import warc as fw
 from warcio.timeutils import datetime_to_iso_date
 from zlib_ng import zlib_ng
 
@@ -59,7 +61,7 @@ __all__ = ["ORIGINAL_HEADER_PREFIX", "WarcWriter", "payload_digest"]
 ORIGINAL_HEADER_PREFIX = "X-Squall-Original-"
 # Headers describing the bytes on the wire, not the decoded body that is stored.
 _WIRE_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
-_SOFTWARE = "squall/0.1 (fastwarc)"
+_SOFTWARE = "squall/0.1"
 _GZIP_LEVEL, _GZIP_WBITS = 6, 31  # zlib's default level; deflate in a gzip header and trailer (RFC 1952)
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _HTTP_REQUEST = "application/http; msgtype=request"
@@ -156,7 +158,7 @@ class WarcWriter:
                 ("Content-Type", _HTTP_RESPONSE),
             ]
             head = _response_head(status, reason, response_headers, len(body), http_version)
-            self._write(fw.response, resp_id, resp_warc, head + body)
+            self._write("response", resp_id, resp_warc, head + body)
             self._write_request(url, request_headers, http_version, method, req_id, date, resp_id)
             self._responses[(url, date)] = resp_id
             while len(self._responses) > _RECENT_RESPONSES:
@@ -211,7 +213,7 @@ class WarcWriter:
                 ("Content-Type", _HTTP_RESPONSE),
             ]
             head = _response_head(status, reason, response_headers, body_length, http_version)
-            self._write(fw.revisit, rev_id, rev_warc, head)
+            self._write("revisit", rev_id, rev_warc, head)
             self._write_request(url, request_headers, http_version, method, req_id, date, rev_id)
             self._flush_and_rotate()
             return path
@@ -246,7 +248,7 @@ class WarcWriter:
                 headers.append(("WARC-Refers-To", refers_to))
             digest = _payload_digest(body)
             headers += [("WARC-Payload-Digest", digest), ("Content-Type", _clean(content_type))]
-            self._write(fw.conversion, _record_id(), headers, body, block_digest=digest)
+            self._write("conversion", _record_id(), headers, body, block_digest=digest)
             self._flush_and_rotate()
             return path
 
@@ -268,32 +270,31 @@ class WarcWriter:
 
     def _write(
         self,
-        kind: fw.WarcRecordType,
+        kind: str,
         record_id: str,
         headers: list[tuple[str, str]],
         block: bytes,
         *,
         block_digest: str | None = None,
     ) -> None:
-        """One record as one gzip member: ``WARC-Type``, ``record_id``, ``headers``, the block's digest and length.
+        """One record as one gzip member: ``WARC-Type`` ``kind``, ``record_id``, ``headers``, the block's length and digest.
 
-        ``record_id`` is ``<urn:uuid:…>`` (:func:`_record_id`); a ``WARC-Date``
-        in ``headers`` replaces the one FastWARC sets. ``block_digest``: the
-        block's :func:`payload_digest` when the caller has it. Lock held.
+        ``kind``: ``response``, ``request``, ``revisit``, ``conversion`` or
+        ``warcinfo``; ``record_id`` is ``<urn:uuid:…>`` (:func:`_record_id`);
+        ``headers``: clean (name, value) pairs (no CR or LF), ``WARC-Date``
+        first, placed second as FastWARC placed it (WARC-Type, WARC-Date,
+        WARC-Record-ID, Content-Length, the others in order). ``block_digest``:
+        the block's :func:`payload_digest` when the caller has it. Lock held.
         """
-        assert self._file is not None
-        record = fw.WarcRecord()
-        record.init_headers(kind, record_id[5:-1].encode("ascii"))  # FastWARC adds "<urn:" and ">"
-        fields = record.headers
-        if self.warc_version != "1.1":
-            fields.status_line = "WARC/" + self.warc_version
-        for name, value in headers:  # set() replaces FastWARC's own WARC-Date; append() is cheaper for the rest
-            (fields.set if name == "WARC-Date" else fields.append)(name, value)
-        fields.append("WARC-Block-Digest", block_digest or _payload_digest(block))
-        record.set_bytes_content(block)  # sets Content-Length
-        plain = io.BytesIO()  # the record before it is compressed
-        record.write(plain, checksum_data=False)
-        self._file.write(zlib_ng.compress(plain.getbuffer(), level=_GZIP_LEVEL, wbits=_GZIP_WBITS))
+        assert self._file is not None and headers[0][0] == "WARC-Date"
+        fields = "".join(f"{name}: {value}\r\n" for name, value in headers[1:])
+        head = (
+            f"WARC/{self.warc_version}\r\nWARC-Type: {kind}\r\nWARC-Date: {headers[0][1]}\r\n"
+            f"WARC-Record-ID: {record_id}\r\nContent-Length: {len(block)}\r\n{fields}"
+            f"WARC-Block-Digest: {block_digest or _payload_digest(block)}\r\n\r\n"
+        )
+        record = b"".join((head.encode("utf-8"), block, b"\r\n\r\n"))  # the record before it is compressed
+        self._file.write(zlib_ng.compress(record, level=_GZIP_LEVEL, wbits=_GZIP_WBITS))
 
     def _write_request(
         self,
@@ -316,7 +317,7 @@ class WarcWriter:
             ("WARC-Payload-Digest", _EMPTY_DIGEST),  # a GET's payload: no bytes
             ("Content-Type", _HTTP_REQUEST),
         ]
-        self._write(fw.request, req_id, warc, block)
+        self._write("request", req_id, warc, block)
 
     # ------------------------------------------------------------------ files
 
@@ -357,7 +358,7 @@ class WarcWriter:
         fields = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in info.items()).encode("utf-8")
         now = _warc_date(self._clock(), micros=self.warc_version == "1.1")
         headers = [("WARC-Date", now), ("WARC-Filename", path.name), ("Content-Type", "application/warc-fields")]
-        self._write(fw.warcinfo, _record_id(), headers, fields)
+        self._write("warcinfo", _record_id(), headers, fields)
         self._file.flush()
         return path
 

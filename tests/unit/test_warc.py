@@ -350,3 +350,53 @@ def test_a_header_part_without_odd_whitespace_is_kept_as_it_is_and_any_other_cle
     """_clean's shortcut for text whose only whitespace is single inner spaces: what the long way gives."""
     assert warc._clean(text) == " ".join(text.replace("\r", " ").replace("\n", " ").split())
     assert "\r" not in warc._clean(text) and "\n" not in warc._clean(text)
+
+
+_FIELD_NAMES = ["WARC-Concurrent-To", "WARC-IP-Address", "WARC-Target-URI", "WARC-Payload-Digest", "Content-Type"]
+
+
+def _fastwarc_record(version: str, kind: str, record_id: str, headers: list[tuple[str, str]], block: bytes) -> bytes:
+    """The same record made by FastWARC's ``WarcRecord.write`` (what squall's archive wrote before), uncompressed."""
+    import io
+
+    from fastwarc import warc as fw
+
+    record = fw.WarcRecord()
+    record.init_headers(getattr(fw, kind), record_id[5:-1].encode("ascii"))  # FastWARC adds "<urn:" and ">"
+    if version != "1.1":
+        record.headers.status_line = "WARC/" + version
+    for name, value in headers:
+        (record.headers.set if name == "WARC-Date" else record.headers.append)(name, value)
+    record.headers.append("WARC-Block-Digest", payload_digest(block))
+    record.set_bytes_content(block)
+    out = io.BytesIO()
+    record.write(out, checksum_data=False)
+    return out.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.sampled_from(["1.0", "1.1"]),
+    kind=st.sampled_from(["response", "request", "revisit", "conversion", "warcinfo"]),
+    fields=st.lists(
+        st.tuples(st.sampled_from(_FIELD_NAMES), st.text(max_size=40).map(warc._clean)),  # values as the writer cleans them
+        max_size=6,
+    ),
+    block=st.binary(max_size=3000),
+)
+@example(version="1.1", kind="response", fields=[("WARC-Target-URI", "http://例え.テスト/ü?q=ä")], block=b"")
+def test_a_record_is_byte_for_byte_what_fastwarc_writes_of_the_same_fields(
+    tmp_path_factory: pytest.TempPathFactory, version: str, kind: str, fields: list[tuple[str, str]], block: bytes
+) -> None:
+    import gzip
+
+    directory = tmp_path_factory.mktemp("warc")
+    writer = WarcWriter(directory, "t", 0, warc_version=version, clock=lambda: 1_700_000_000.0)
+    record_id = "<urn:uuid:12345678-1234-4567-89ab-0123456789ab>"
+    headers = [("WARC-Date", "2023-11-14T22:13:20Z"), *fields]
+    with writer:
+        writer._open_if_needed()
+        with writer._lock:
+            writer._write(kind, record_id, headers, block)
+    members = gzip.decompress(writer.paths[0].read_bytes())
+    assert members.endswith(_fastwarc_record(version, kind, record_id, headers, block))
