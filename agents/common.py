@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.addresses import AddressService
 from squall.net.http import HttpConfig, HttpFetcher
@@ -34,6 +34,7 @@ from squall.worker.group_lease import GroupLease
 from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
+R = TypeVar("R")  # a record type of a table (HostRecord, UrlRecord)
 
 
 @dataclass(frozen=True)
@@ -153,17 +154,24 @@ def stored(table: MutableMapping[bytes, Any], key: bytes) -> Any:
     return getattr(table, "data", table).get(key)
 
 
+def _read_through(
+    cache: BoundedMemo[str, R], table: MutableMapping[bytes, Any], key: str, decode: Callable[[Any], R]
+) -> R | None:
+    """``key``'s record: ``cache``'s, else ``table``'s value made a record by ``decode`` and cached; None when absent (not cached)."""
+    record = cache.get(key)
+    if record is None:
+        raw = stored(table, key.encode())
+        if raw is None:
+            return None
+        record = decode(raw)
+        cache.put(key, record)
+    return record
+
+
 def stored_host(key: str) -> HostRecord | None:
     """The host record of queue ``key`` as stored, None when the hosts table has none (records are immutable)."""
     held = tables()
-    host = held.host_cache.get(key)
-    if host is None:
-        raw = stored(held.hosts, key.encode())
-        if raw is None:
-            return None
-        host = HostRecord.from_dict(raw)
-        held.host_cache.put(key, host)
-    return host
+    return _read_through(held.host_cache, held.hosts, key, HostRecord.from_dict)
 
 
 def load_host(key: str) -> HostRecord:
@@ -180,14 +188,7 @@ def save_host(host: HostRecord) -> None:
 def stored_url(url: str) -> UrlRecord | None:
     """The record of canonical ``url`` as stored in the urls table, None when it has none."""
     held = tables()
-    record = held.url_cache.get(url)
-    if record is None:
-        raw = stored(held.urls, url.encode())
-        if raw is None:
-            return None
-        record = UrlRecord.from_dict(raw)
-        held.url_cache.put(url, record)
-    return record
+    return _read_through(held.url_cache, held.urls, url, UrlRecord.from_dict)
 
 
 def save_url(record: UrlRecord) -> None:
