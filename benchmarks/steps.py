@@ -13,11 +13,6 @@ round 20 000 stored records):
 * ``JSON read``: one URL record of the urls table read back, by
   ``json.loads`` and by ``squall.policy.codec.loads`` (orjson where it reads
   the text).
-* ``JSON write``: one URL record of the urls table written as a table
-  value, by Python's ``json`` (Faust's ``json`` codec without orjson: what
-  the tables wrote before) and by ``squall.worker.table_codec.encode``
-  (orjson where its bytes read back as the record). A page writes about
-  three and a half (URL, host and audit records).
 * ``URL record``: one record of the urls table read for a hand-out or a
   result: from a RocksDB table store (``get``, ``codec.loads``,
   ``UrlRecord.from_dict``: what a read cost before) and from the worker's
@@ -109,17 +104,6 @@ def _url_reads(directory: Path, cached: bool) -> Step:
     return lambda: UrlRecord.from_dict(loads(db.get(next(keys))))
 
 
-def _writes(ours: bool) -> Step:
-    from squall.policy.codec import loads
-    from squall.worker.table_codec import _ENCODER, encode
-
-    template = loads(_url_record())
-    records = itertools.cycle([{**template, "url": f"http://127.0.0.{i % 200}:8080/p/{i}.html"} for i in range(20000)])
-    if ours:
-        return lambda: encode(next(records))
-    return lambda: _ENCODER.encode(next(records)).encode("utf-8")
-
-
 def _reads(loads: Callable[[bytes], object]) -> Step:
     raw = _url_record()
     return lambda: loads(raw)
@@ -168,7 +152,6 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             ("table put", "RocksDB with WAL", _puts(Path(tmp), False), "RocksDB without WAL", _puts(Path(tmp), True)),
             ("JSON read", "json.loads", _reads(json.loads), "codec.loads (orjson)", _reads(loads)),
-            ("JSON write", "json (Faust's codec)", _writes(False), "table_codec.encode", _writes(True)),
             ("URL record", "store, decode, build", _url_reads(Path(tmp), False), "cache hit", _url_reads(Path(tmp), True)),
             ("fetch target", "yarl parse, ipaddress", _targets(False), "_checked_target", _targets(True)),
         ]
