@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from agents.addresses import AddressService
 from squall.net.http import HttpConfig, HttpFetcher
@@ -18,7 +18,7 @@ from squall.policy import fetch_decision as fd
 from squall.policy.address_key import AddressConfig
 from squall.policy.frontier import HostRecord
 from squall.policy.handout import HandoutConfig
-from squall.policy.memo import BoundedMemo
+from squall.policy.memo import BoundedMemo, V
 from squall.policy.netsafety import NetworkPolicy
 from squall.policy.pace import PaceConfig
 from squall.policy.partition import PartitionMode
@@ -34,7 +34,6 @@ from squall.worker.group_lease import GroupLease
 from topology import app, deadletter_topic, hosts_table, settings, urls_table
 
 log = logging.getLogger("squall.agents")
-R = TypeVar("R")  # a record type of a table (HostRecord, UrlRecord)
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,8 @@ def stored(table: MutableMapping[bytes, Any], key: bytes) -> Any:
 
 
 def _read_through(
-    cache: BoundedMemo[str, R], table: MutableMapping[bytes, Any], key: str, decode: Callable[[Any], R]
-) -> R | None:
+    cache: BoundedMemo[str, V], table: MutableMapping[bytes, Any], key: str, decode: Callable[[Any], V]
+) -> V | None:
     """``key``'s record: ``cache``'s, else ``table``'s value made a record by ``decode`` and cached; None when absent (not cached)."""
     record = cache.get(key)
     if record is None:
