@@ -67,7 +67,7 @@ def hand_out(
     in it. Returns the host record (with the new hand-outs in flight at
     ``now_s``; the caller saves it when it changed) and the fetch messages to send.
     """
-    records = [(r, r.next_fetch_at_s) for r in map(url_record, urls) if r is not None and r.next_fetch_at_s is not None]
+    records = [(r, r.next_fetch_at_s) for r in map(stored_url, urls) if r is not None and r.next_fetch_at_s is not None]
     handout = config().handout
     due = choose(host, records, now_s, now_s if eligible_by_s is None else eligible_by_s, handout)
     for r, at_s in records:
@@ -125,11 +125,6 @@ def hand_out_next(key: str, host: HostRecord, now_s: float) -> tuple[HostRecord,
     return hand_out(index, key, host, urls, now_s, eligible_by_s=now_s + host.delay_s)
 
 
-def url_record(url: str) -> UrlRecord | None:
-    """The stored record of ``url`` (the urls table), or None."""
-    return stored_url(url)
-
-
 def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) -> bool:
     """Whether ``url``'s hand-out at ``handed_out_at_s`` (Unix s), made before this worker took its partition, has its result stored.
 
@@ -146,7 +141,7 @@ def settle_reported(key: str, url: str, handed_out_at_s: float, now_s: float) ->
     since = state().assigned_at.get(partition_for_key(key, settings.topology_partitions))
     if since is None or handed_out_at_s >= since:
         return False
-    record = url_record(url)
+    record = stored_url(url)
     if record is None or not record.reported_since(handed_out_at_s):
         return False
     host = load_host(key)
@@ -179,7 +174,7 @@ def put_back(
     ``index`` None: the partition's due index is not built yet (its rebuild
     indexes them). ``known``: records the caller read already (not read again).
     """
-    records = {u: known[u] if known is not None and u in known else url_record(u) for u in urls}
+    records = {u: known[u] if known is not None and u in known else stored_url(u) for u in urls}
     reported = _answered(host, records)
     host = host.without_handouts(urls)
     if reported:
