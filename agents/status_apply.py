@@ -37,7 +37,6 @@ from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
 from squall.policy.schedule import UrlRecord, apply, new_record
-from squall.policy.scope import check
 from squall.policy.urls import canonicalize, host_of
 
 log = logging.getLogger("squall.status")
@@ -388,9 +387,9 @@ def _apply(
 
 
 def _out_of_scope(msg: StatusMessage, url: str, host: HostRecord) -> Reason | None:
-    """Why a URL new to the frontier is refused (:func:`squall.policy.scope.check`), None when in scope."""
+    """Why a URL new to the frontier is refused (:func:`squall.policy.scope.check`, memoized), None when in scope."""
     seeded_host = host.seeded_for(host_of(url), config().by_ip)
-    return check(url, depth=msg.depth, host_seeded=seeded_host, host_url_count=host.url_count, config=config().scope)
+    return config().judge.check(url, depth=msg.depth, host_seeded=seeded_host, host_url_count=host.url_count)
 
 
 def _known(url: str) -> bool:

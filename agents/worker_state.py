@@ -22,7 +22,6 @@ from squall.policy.handout import eligible_at_s
 from squall.policy.partition import partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.schedule import UrlRecord
-from squall.policy.scope import check
 from squall.policy.takeover import assigned_since, read_through, release_at_s, results_applied
 from topology import app, fetch_topic, settings, status_topic, ticks_topic
 
@@ -257,9 +256,10 @@ def refused_here(url: str, partition: int, depth: int) -> Reason | None:
     if partition not in state().indexes:
         return None
     key = partition_key(url, config().mode)
-    if _in_partition(tables().hosts, key.encode(), partition):
+    held = tables()
+    if held.host_cache.get(key) is not None or _in_partition(held.hosts, key.encode(), partition):
         return None
-    return check(url, depth=depth, host_seeded=False, host_url_count=0, config=config().scope)
+    return config().judge.check(url, depth=depth, host_seeded=False, host_url_count=0)
 
 
 def _in_partition(table: MutableMapping[bytes, Any], key: bytes, partition: int) -> bool:

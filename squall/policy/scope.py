@@ -23,7 +23,7 @@ from squall.policy.memo import BoundedMemo
 from squall.policy.partition import is_ip_literal, partition_for_key, partition_key
 from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
-from squall.policy.traps import TrapConfig, check_url
+from squall.policy.traps import TrapConfig, check_path, check_query
 from squall.policy.urls import idna_host
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
     assert host is not None  # _form refuses a URL without a host
     if not _host_in_scope(host, host_seeded, config):
         return Reason.SCOPE_HOST
-    reason = _regex(url, config) or _depth(depth, config) or _shape(url, parts.query, config)
+    reason = _regex(url, config) or _depth(depth, config) or _shape(parts.path, parts.query, config)
     if reason is not None:
         return reason
     if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
@@ -133,31 +133,54 @@ def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
     (``SCOPE_HOST``), this one may name another reason. Never raises for a
     bad URL.
     """
-    before, after = _verdict(url, config)
+    before, after, _ = _verdict(url, config)
     return before or _depth(depth, config) or after
 
 
 class LinkJudge:
-    """:func:`check_link` for one ``config``, with what does not depend on the depth memoized per URL.
+    """:func:`check_link` and :func:`check` for one ``config``, with what does not depend on the depth memoized per URL.
 
     The parse step judges every link of every page, and most links are
     rediscoveries: the scheme, host form, expressions, query and URL-shape
     guards are computed once per URL (bounded by ``max_entries``, oldest
-    first; thread-safe), the depth limit on each call.
+    first; thread-safe), the depth limit, the seeded-hosts scope and the
+    host cap on each call.
     """
 
     def __init__(self, config: ScopeConfig, max_entries: int = 65536) -> None:
         self.config = config
-        self._memo: BoundedMemo[str, tuple[Reason | None, Reason | None]] = BoundedMemo(max_entries)
+        self._memo: BoundedMemo[str, tuple[Reason | None, Reason | None, str | None]] = BoundedMemo(max_entries)
 
-    def __call__(self, url: str, depth: int) -> Reason | None:
-        """``check_link(url, depth=depth, config=self.config)``."""
+    def _verdict(self, url: str) -> tuple[Reason | None, Reason | None, str | None]:
         verdict = self._memo.get(url)
         if verdict is None:
             verdict = _verdict(url, self.config)
             self._memo.put(url, verdict)
-        before, after = verdict
+        return verdict
+
+    def __call__(self, url: str, depth: int) -> Reason | None:
+        """``check_link(url, depth=depth, config=self.config)``."""
+        before, after, _ = self._verdict(url)
         return before or _depth(depth, self.config) or after
+
+    def check(self, url: str, *, depth: int, host_seeded: bool, host_url_count: int) -> Reason | None:
+        """``check(url, depth=..., host_seeded=..., host_url_count=..., config=self.config)``, from the memoized verdict.
+
+        :func:`check` puts the host scope right after the URL's form; the
+        verdict's first reason is the form's (``URL_SCHEME``, ``URL_HOST``),
+        else the allow lists' (``SCOPE_HOST``, which the scope test here
+        gives too), else the expressions'.
+        """
+        before, after, host = self._verdict(url)
+        if before is Reason.URL_SCHEME or before is Reason.URL_HOST:
+            return before
+        assert host is not None  # a URL of a well-formed host (_form admitted it)
+        if not _host_in_scope(host, host_seeded, self.config):
+            return Reason.SCOPE_HOST
+        reason = before or _depth(depth, self.config) or after
+        if reason is None and self.config.max_urls_per_host != -1 and host_url_count >= self.config.max_urls_per_host:
+            return Reason.TRAP_HOST_CAP
+        return reason
 
 
 def batch_outlinks(
@@ -231,15 +254,15 @@ def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
     return None
 
 
-def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None]:
-    """check_link's depth-independent reasons: (before the depth limit, after it) in check's order."""
+def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None, str | None]:
+    """check_link's depth-independent reasons, (before the depth limit, after it) in check's order, and the URL's host."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:
-        return Reason.URL_HOST, None
+        return Reason.URL_HOST, None, None
     before = _form(parts.scheme, host, config) or _host_by_name(host, config) or _regex(url, config)
-    return before, None if before is not None else _shape(url, parts.query, config)
+    return before, None if before is not None else _shape(parts.path, parts.query, config), host
 
 
 def _regex(url: str, config: ScopeConfig) -> Reason | None:
@@ -254,11 +277,11 @@ def _depth(depth: int, config: ScopeConfig) -> Reason | None:
     return Reason.TRAP_DEPTH if config.max_depth != -1 and depth > config.max_depth else None
 
 
-def _shape(url: str, query: str, config: ScopeConfig) -> Reason | None:
-    """The query-parameter count, then the URL-shape guards of :mod:`squall.policy.traps`."""
+def _shape(path: str, query: str, config: ScopeConfig) -> Reason | None:
+    """The query-parameter count, then the URL-shape guards of :mod:`squall.policy.traps` (query, then path)."""
     if config.max_query_params != -1 and _query_params(query) > config.max_query_params:
         return Reason.TRAP_QUERY_PARAMS
-    return check_url(url, config.traps)
+    return check_query(query, config.traps) or check_path(path, config.traps)
 
 
 def _host_by_name(host: str | None, config: ScopeConfig) -> Reason | None:

@@ -235,5 +235,7 @@ def is_host_like(segment: str) -> bool:
 
 def most_host_segment_copies(segments: Sequence[str]) -> int:
     """Most occurrences of one host-like segment (case-insensitive) anywhere in ``segments``; 0 if none."""
-    hosts = Counter(s.lower().rstrip(".") for s in segments if is_host_like(s))
-    return max(hosts.values(), default=0)
+    found = [s for s in segments if is_host_like(s)]
+    if len(found) < 2:  # most paths hold none: no counting
+        return len(found)
+    return max(Counter(s.lower().rstrip(".") for s in found).values())

@@ -132,3 +132,16 @@ def test_the_partition_is_asked_once_per_batch_and_passed_on_with_the_depth() ->
     batch = StatusMessage(url="https://b.example/2", more_urls=["https://b.example/3"], depth=4)
     _send([batch], lambda u, p, d: asked.append((u, p, d)))
     assert asked == [("https://b.example/2", 1, 4), ("https://b.example/3", 1, 4)]
+
+
+def test_a_link_refused_for_its_host_is_not_looked_up_in_the_urls_table() -> None:
+    looked_up: list[str] = []
+
+    def known(url: str, partition: int) -> bool:
+        looked_up.append(url)
+        return url in STORED
+
+    batch = StatusMessage(url="https://offsite-1.example/x", more_urls=["https://a.example/1", "https://a.example/9"])
+    out, refusals = left_to_send([batch], known=known, refused=_offsite, partition_of=_partition)
+    assert looked_up == ["https://a.example/1", "https://a.example/9"]
+    assert [(m.url, m.more_urls) for m in out] == [("https://a.example/9", [])] and refusals == {Reason.SCOPE_HOST: 1}

@@ -33,8 +33,6 @@ FORBIDDEN_CALLS = {
     ("random", "seed"),
 }
 FORBIDDEN_NAMES = {"open", "input", "print", "breakpoint"}
-# Pure functions of an otherwise forbidden library: murmur2, the Kafka client's key partitioner.
-ALLOWED_IMPORTS = {"aiokafka.partitioner"}
 
 
 def _type_only(tree: ast.Module) -> set[int]:
@@ -64,8 +62,6 @@ def _violations(path: pathlib.Path) -> list[str]:
     found = []
     for name in _imports(tree):
         top = name.split(".")[0]
-        if name in ALLOWED_IMPORTS:
-            continue
         if top in FORBIDDEN_IMPORTS or name in FORBIDDEN_IMPORTS:
             found.append(f"imports {name}")
         elif top == "squall" and not (name == "squall.errors" or name.startswith("squall.policy")):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.partitioner import DefaultPartitioner, murmur2
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squall.policy import partition
 from squall.errors import ConfigError, InvalidURL
@@ -103,6 +105,12 @@ def test_partition_among_1000_matches_the_java_client(key: str, partition: int) 
 def test_partition_equals_aiokafkas_default_partitioner_choice(key: str) -> None:
     partitions = list(range(8))
     assert partition_for_key(key, 8) == DefaultPartitioner()(key.encode("utf-8"), partitions, partitions)
+
+
+@given(key=st.text(max_size=300), partitions=st.integers(min_value=1, max_value=2**31 - 1))
+def test_partition_equals_aiokafkas_pure_python_murmur2_for_any_key(key: str, partitions: int) -> None:
+    partition_for_key.cache_clear()
+    assert partition_for_key(key, partitions) == (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
 def test_zero_partitions_is_an_error() -> None:

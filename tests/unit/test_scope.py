@@ -6,6 +6,8 @@ import re
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squall.errors import ConfigError
 from squall.policy.reasons import Reason
@@ -349,3 +351,33 @@ def test_the_link_judge_gives_check_links_answer_at_every_depth_from_one_memoize
     judge = LinkJudge(OPEN)
     for depth in (0, 10, 11, 3, 12):
         assert judge(url, depth) is check_link(url, depth=depth, config=OPEN)
+
+
+SCOPES = [
+    OPEN,
+    replace(OPEN, hosts_allow=frozenset({"a.example"}), domains_allow=frozenset({"b.example"}), max_depth=-1),
+    replace(OPEN, include=(re.compile(r"/keep"),), exclude=(re.compile(r"\?"),), max_urls_per_host=-1),
+    replace(OPEN, schemes=frozenset({"https"}), max_query_params=-1, max_urls_per_host=0),
+]
+_SEGMENTS = st.sampled_from(["a", "b", "keep", "x", "shop.example", "index.html", "WWW.B.EXAMPLE", ""])
+_URLS = st.one_of(
+    st.builds(
+        lambda scheme, host, path, query: f"{scheme}://{host}/{'/'.join(path)}" + (f"?{query}" if query else ""),
+        st.sampled_from(["http", "https", "ftp", "HTTP"]),
+        st.sampled_from(["a.example", "x.b.example", "c.example", "A.Example", "127.0.0.1", "[::1]", "", "a.example:8080"]),
+        st.lists(_SEGMENTS, max_size=8),
+        st.sampled_from(["", "a=1", "a=1&a=2&a=3", "a&b&c&d", "q=%zz"]),
+    ),
+    st.text(max_size=40),
+)
+
+
+@given(url=_URLS, scope=st.sampled_from(SCOPES), depth=st.integers(0, 12), seeded=st.booleans(),
+       count=st.integers(0, 150))
+def test_the_link_judge_gives_checks_answer_from_its_memoized_verdict(url, scope, depth, seeded, count):
+    judge = LinkJudge(scope)
+    judge(url, 0)  # the verdict memoized first, as the parse step leaves it
+    for _ in range(2):
+        assert judge.check(url, depth=depth, host_seeded=seeded, host_url_count=count) is check(
+            url, depth=depth, host_seeded=seeded, host_url_count=count, config=scope)
+        assert judge(url, depth) is check_link(url, depth=depth, config=scope)
