@@ -49,7 +49,9 @@ def parse(
         return parse_sitemap(result, depth=depth, metadata=metadata)
     if not is_parseable(result.content_type, config().mimetypes):
         return {}, []
-    parsed = parse_html(result.body, url=result.url, headers=result.headers, agent_token=config().agent_token)
+    parsed = parse_html(
+        result.body, url=result.url, headers=result.headers, agent_token=config().agent_token, text_length=False
+    )
     recorded = _recorded(parsed, result)
     if parsed.nofollow:
         return recorded, []

@@ -160,6 +160,7 @@ def parse_html(
     headers: Headers = (),
     content_type: str | None = None,
     agent_token: str | None = None,
+    text_length: bool = True,
 ) -> ParseResult:
     """Parse one HTML page into a :class:`ParseResult`; never raises.
 
@@ -168,7 +169,10 @@ def parse_html(
     Content-Type value used for the charset; None falls back to the
     Content-Type in ``headers``. ``agent_token`` (e.g. ``"squall"``) adds
     ``<meta name="squall">`` and ``squall:``-prefixed X-Robots-Tag values to the
-    generic ``robots`` ones.
+    generic ``robots`` ones. ``text_length`` False leaves
+    :attr:`ParseResult.text_length` at 0 instead of counting the visible
+    text (which takes the script and style elements out of the tree first):
+    only the render step's shell test reads it.
     """
     pairs = _header_pairs(headers)
     if content_type is None:
@@ -219,7 +223,12 @@ def parse_html(
     if canonical is not None:
         canonical = _resolve(base, canonical)
     return _result(
-        directives, charset=charset, outlinks=outlinks, canonical=canonical, title=title, text_length=_text_length(tree)
+        directives,
+        charset=charset,
+        outlinks=outlinks,
+        canonical=canonical,
+        title=title,
+        text_length=_text_length(tree) if text_length else 0,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -192,6 +193,15 @@ def test_title_is_whitespace_collapsed_text(html, title):
 def test_text_length_counts_visible_text_only():
     html = "<html><head><style>p{}</style></head><body><p>Hello</p>  <script>var x=1;</script><p>world</p></body>"
     assert parse(html).text_length == len("Hello world")
+
+
+def test_text_length_false_skips_the_count_and_changes_nothing_else():
+    html = ('<html><head><title>T</title><meta name="robots" content="noindex"></head><body><p>Hello</p>'
+            '<script>var x=1;</script><a href="/a">a</a><link rel="canonical" href="/c"></body>')
+    counted = parse_html(html.encode(), url=PAGE, content_type="text/html")
+    skipped = parse_html(html.encode(), url=PAGE, content_type="text/html", text_length=False)
+    assert counted.text_length == len("Hello a") and skipped.text_length == 0
+    assert replace(skipped, text_length=counted.text_length) == counted
 
 
 # ---------------------------------------------------------------- charsets
