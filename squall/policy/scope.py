@@ -24,6 +24,7 @@ from squall.policy.partition import is_ip_literal, partition_for_key, partition_
 from squall.policy.reasons import Reason
 from squall.policy.records import StatusMessage
 from squall.policy.traps import TrapConfig, check_path, check_query
+from squall.policy.url_parts import url_parts
 from squall.policy.urls import idna_host
 
 if TYPE_CHECKING:
@@ -257,12 +258,11 @@ def _form(scheme: str, host: str | None, config: ScopeConfig) -> Reason | None:
 def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | None, str | None]:
     """check_link's depth-independent reasons, (before the depth limit, after it) in check's order, and the URL's host."""
     try:
-        parts = urlsplit(url)
-        host = parts.hostname
+        scheme, host, path, query = url_parts(url)
     except ValueError:
         return Reason.URL_HOST, None, None
-    before = _form(parts.scheme, host, config) or _host_by_name(host, config) or _regex(url, config)
-    return before, None if before is not None else _shape(parts.path, parts.query, config), host
+    before = _form(scheme, host, config) or _host_by_name(host, config) or _regex(url, config)
+    return before, None if before is not None else _shape(path, query, config), host
 
 
 def _regex(url: str, config: ScopeConfig) -> Reason | None:

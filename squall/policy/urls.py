@@ -55,6 +55,7 @@ from w3lib.url import safe_url_string
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
 from squall.policy.reasons import Reason
+from squall.policy.url_parts import PLAIN_URL_RE
 
 if TYPE_CHECKING:
     from squall.settings import Settings
@@ -71,14 +72,6 @@ _IPV4_RE = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
 # The start of a URL whose host urlsplit would give as it is: lower case, no userinfo, no IPv6 literal
 _PLAIN_AUTHORITY = re.compile(r"[a-z][a-z0-9+.\-]*://([a-z0-9_\-.]+)(?::[0-9]*)?(?=[/?#]|$)")
-# A URL already in canonical spelling but for its query's parameters and a fragment (see _plain_canonical):
-# a lower-case scheme and host of LDH labels, no userinfo, a port without leading zero, and path and query
-# of characters RFC 3986 §3.3-3.4 allows as they are (no "%", no quote, no space) without a dot segment
-_PLAIN_URL_RE = re.compile(
-    r"(?P<scheme>[a-z][a-z0-9+.\-]*)://(?P<host>[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})*)"
-    r"(?::(?P<port>[1-9][0-9]{0,4}))?(?P<path>/[A-Za-z0-9\-._~!$&()*+,;=:@/]*)?"
-    r"(?:\?(?P<query>[A-Za-z0-9\-._~!$&()*+,;=:@/?]*))?(?:#[A-Za-z0-9\-._~!$&()*+,;=:@/?#]*)?"
-)
 _MAX_HOST_LENGTH = 253  # RFC 1035 §2.3.4, without the root dot
 
 
@@ -213,7 +206,7 @@ def _canonicalize_fully(url: str, config: NormalizerConfig, base: str | None, se
 
 
 def _plain_canonical(url: str, config: NormalizerConfig) -> str | None:
-    """The canonical form of a URL spelled plainly (:data:`_PLAIN_URL_RE`), or None: the full steps decide.
+    """The canonical form of a URL spelled plainly (:data:`PLAIN_URL_RE`), or None: the full steps decide.
 
     Such a URL needs none of steps 1 and 3-7 of the module doc (nothing to
     strip, resolve, decode, encode, lower-case or remove): only its default
@@ -222,7 +215,7 @@ def _plain_canonical(url: str, config: NormalizerConfig) -> str | None:
     would refuse gives None, so the refusal and its reason stay theirs. The
     two agree on every input (a property test holds them to it).
     """
-    match = _PLAIN_URL_RE.fullmatch(url)
+    match = PLAIN_URL_RE.fullmatch(url)
     if match is None:
         return None
     scheme, host, port, path, query = match.group("scheme", "host", "port", "path", "query")

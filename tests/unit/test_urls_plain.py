@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from squall.errors import InvalidURL
 from squall.policy import parse, urls
+from squall.policy.url_parts import url_parts
 from squall.settings import load_settings
 
 DEFAULTS = urls.NormalizerConfig.from_settings(load_settings())
@@ -119,3 +120,17 @@ def test_the_host_of_a_url_read_off_directly_is_urlsplits(url: str) -> None:
 @example("https://b.org/", "http://a.com")
 def test_a_plain_absolute_link_resolves_as_urljoin_resolves_it(base: str, href: str) -> None:
     assert parse._resolve(base, href) == parse._resolve_joined(base, href)
+
+
+@given(url=st.one_of(urls_like(), st.text(max_size=40)))
+@example(url="http://a.example:99999/p?q#f")
+@example(url="http://[::1/")
+def test_url_parts_are_urlsplits(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        expected = (parts.scheme, parts.hostname, parts.path, parts.query)
+    except ValueError:
+        with pytest.raises(ValueError):
+            url_parts(url)
+        return
+    assert url_parts(url) == expected
