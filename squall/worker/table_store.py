@@ -110,7 +110,10 @@ class SquallTable(faust.Table):
         tp = self._changelog_tps.get(partition)
         if tp is None:
             tp = self._changelog_tps[partition] = TP(self.changelog_topic.get_topic_name(), partition)
-        key_bytes, _ = self.changelog_topic.prepare_key(key, self.key_serializer)
+        if type(key) is bytes:  # squall's tables: Faust's key serializers hand bytes on as they are
+            key_bytes = key  # (faust.serializers.registry.Registry.dumps_key skips bytes)
+        else:
+            key_bytes, _ = self.changelog_topic.prepare_key(key, self.key_serializer)
         producer.changelog(tp, key_bytes, value, self._on_changelog_acknowledged)
 
     def _on_changelog_acknowledged(self, tp: TP, offset: int) -> None:

@@ -60,3 +60,21 @@ def test_the_store_a_squall_table_builds_opens_its_partitions_without_a_wal(tmp_
     db = store._db_for_partition(0)
     db.put(b"k", b"v")
     assert _wal_bytes(store.partition_path(0)) == 0
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.records: list[tuple[object, bytes, bytes | None]] = []
+
+    def changelog(self, tp, key, value, on_acknowledged) -> None:  # ChangelogProducer.changelog's signature
+        self.records.append((tp, key, value))
+
+
+def test_a_changelog_record_carries_the_key_bytes_fausts_key_serializer_gives() -> None:
+    queue = _Queue()
+    for table in (topology.urls_table, topology.hosts_table, topology.audit_table):
+        for key in (b"https://a.example/p?q=1", b"a.example", "\u00e9".encode()):
+            table._changelog(queue, 0, key, b"{}")
+            faust_key, _ = table.changelog_topic.prepare_key(key, table.key_serializer)
+            assert queue.records[-1][1] == faust_key == key
+            assert queue.records[-1][0].topic == table.changelog_topic.get_topic_name()
