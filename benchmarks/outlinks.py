@@ -36,12 +36,15 @@ import inspect
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+
+from benchmarks.warc import commit  # noqa: E402 (imports no squall: main picks the checkout's)
+
 PARTITIONS = 16
 STEPS = ("parse_html", "batch_outlinks", "left_to_send")
 
@@ -112,17 +115,6 @@ def _round(pages: list[tuple[str, bytes]]) -> tuple[list[float], float]:
     return [s / len(pages) * 1e6 for s in spent], links / len(pages)
 
 
-def _commit(root: Path) -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "squall"], cwd=root, capture_output=True, text=True
-        )
-    except OSError:
-        return "?"
-    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "") if rev.returncode == 0 else "?"
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
@@ -130,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkout", type=Path, default=HERE, help="the checkout whose squall is timed")
     args = p.parse_args(argv)
     root = args.checkout.resolve()
-    sys.path[:0] = [str(root), str(HERE)]  # squall from the checkout; benchmarks.crawl_farm from here
+    sys.path.insert(0, str(root))  # squall from the checkout (the benchmarks package is this one's, imported above)
     import squall
 
     if Path(squall.__file__).resolve().parent.parent != root:
         p.error(f"squall imported from {squall.__file__}, not from {root}")
     pages = _pages(args.hosts)
     print(
-        f"Outlinks micro-benchmark: commit {_commit(root)}; {args.rounds} rounds x {len(pages)} pages; "
+        f"Outlinks micro-benchmark: commit {commit(root)}; {args.rounds} rounds x {len(pages)} pages; "
         f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f} at the start"
     )

@@ -103,9 +103,9 @@ def warcio_writer(directory: Path, body: bytes) -> Callable[[], object]:
     return step
 
 
-def commit() -> str:
-    """The checkout's short commit (``-dirty`` with uncommitted changes), or ``?`` outside git."""
-    root = Path(__file__).resolve().parent.parent
+def commit(root: Path | None = None) -> str:
+    """The short commit of checkout ``root`` (default: this one; ``-dirty`` with uncommitted changes), or ``?`` outside git."""
+    root = root or Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
         dirty = subprocess.run(
