@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from squall.errors import InvalidURL
 from squall.policy.memo import BoundedMemo
@@ -102,23 +101,7 @@ def check(url: str, *, depth: int, host_seeded: bool, host_url_count: int, confi
         (see :mod:`squall.policy.traps`); ``TRAP_HOST_CAP`` when ``host_url_count >=
         max_urls_per_host``. Never raises for a bad URL.
     """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return Reason.URL_HOST
-    reason = _form(parts.scheme, host, config)
-    if reason is not None:
-        return reason
-    assert host is not None  # _form refuses a URL without a host
-    if not _host_in_scope(host, host_seeded, config):
-        return Reason.SCOPE_HOST
-    reason = _regex(url, config) or _depth(depth, config) or _shape(parts.path, parts.query, config)
-    if reason is not None:
-        return reason
-    if config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
-        return Reason.TRAP_HOST_CAP
-    return None
+    return _checked(_verdict(url, config), depth, host_seeded, host_url_count, config)
 
 
 def check_link(url: str, *, depth: int, config: ScopeConfig) -> Reason | None:
@@ -165,23 +148,8 @@ class LinkJudge:
         return before or _depth(depth, self.config) or after
 
     def check(self, url: str, *, depth: int, host_seeded: bool, host_url_count: int) -> Reason | None:
-        """``check(url, depth=..., host_seeded=..., host_url_count=..., config=self.config)``, from the memoized verdict.
-
-        :func:`check` puts the host scope right after the URL's form; the
-        verdict's first reason is the form's (``URL_SCHEME``, ``URL_HOST``),
-        else the allow lists' (``SCOPE_HOST``, which the scope test here
-        gives too), else the expressions'.
-        """
-        before, after, host = self._verdict(url)
-        if before is Reason.URL_SCHEME or before is Reason.URL_HOST:
-            return before
-        assert host is not None  # a URL of a well-formed host (_form admitted it)
-        if not _host_in_scope(host, host_seeded, self.config):
-            return Reason.SCOPE_HOST
-        reason = before or _depth(depth, self.config) or after
-        if reason is None and self.config.max_urls_per_host != -1 and host_url_count >= self.config.max_urls_per_host:
-            return Reason.TRAP_HOST_CAP
-        return reason
+        """``check(url, depth=..., host_seeded=..., host_url_count=..., config=self.config)``, from the memoized verdict."""
+        return _checked(self._verdict(url), depth, host_seeded, host_url_count, self.config)
 
 
 def batch_outlinks(
@@ -263,6 +231,31 @@ def _verdict(url: str, config: ScopeConfig) -> tuple[Reason | None, Reason | Non
         return Reason.URL_HOST, None, None
     before = _form(scheme, host, config) or _host_by_name(host, config) or _regex(url, config)
     return before, None if before is not None else _shape(path, query, config), host
+
+
+def _checked(
+    verdict: tuple[Reason | None, Reason | None, str | None],
+    depth: int,
+    host_seeded: bool,
+    host_url_count: int,
+    config: ScopeConfig,
+) -> Reason | None:
+    """:func:`check`'s answer from a URL's :func:`_verdict`: its form, the host scope, the rest in order, the host cap.
+
+    The verdict's first reason is the form's (``URL_SCHEME``, ``URL_HOST``),
+    else the allow lists' (``SCOPE_HOST``, which the scope test here gives
+    too), else the expressions'; the shape guards come after the depth limit.
+    """
+    before, after, host = verdict
+    if before is Reason.URL_SCHEME or before is Reason.URL_HOST:
+        return before
+    assert host is not None  # a URL of a well-formed host (_form admitted it)
+    if not _host_in_scope(host, host_seeded, config):
+        return Reason.SCOPE_HOST
+    reason = before or _depth(depth, config) or after
+    if reason is None and config.max_urls_per_host != -1 and host_url_count >= config.max_urls_per_host:
+        return Reason.TRAP_HOST_CAP
+    return reason
 
 
 def _regex(url: str, config: ScopeConfig) -> Reason | None:
